@@ -1,0 +1,213 @@
+"""The reference CPU backend: torch -> linalg -> LLVM, run on MLIR's ExecutionEngine.
+
+A real compile-and-run path with nothing but torch-mlir's own passes: the
+torch-dialect computation is lowered to linalg-on-tensors, bufferized and
+lowered to LLVM with torch-mlir's ``refback-*`` passes and upstream MLIR
+passes, and JIT-compiled by ``torch_mlir.execution_engine``. Device data are
+CPU tensors passed to the compiled function as memref descriptors (no copy
+for contiguous tensors). Results come back through a per-signature callback
+(the RefBackend calling convention), are copied into torch tensors, and the
+compiled code's result buffers are freed.
+
+The generated loops are naive: this backend is for correctness and as the
+example of a complete MLIR backend, not for speed (use ``iree-cpu``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+import lowering
+from lazy_core.backend import BackendData, BackendDevice
+from lazy_core.graph import LazyGraph
+
+from .mlir_backend import MlirBackend
+
+_CONSUME_PREFIX = "refbackend_consume_func_return_"
+
+# Torch dtype -> (numpy dtype used to pass the buffer, memref token in callback names).
+_NP_DTYPES: dict[torch.dtype, Any] = {
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+    torch.float16: np.float16,
+    torch.bfloat16: np.int16,  # same bits; numpy has no bfloat16
+    torch.int64: np.int64,
+    torch.int32: np.int32,
+    torch.int16: np.int16,
+    torch.int8: np.int8,
+    torch.uint8: np.uint8,
+    torch.bool: np.bool_,
+}
+_TOKEN_DTYPES = {
+    "mrf16": np.float16, "mrf32": np.float32, "mrf64": np.float64, "mrbf16": np.int16,
+    "mri1": np.bool_, "mri8": np.int8, "mri16": np.int16, "mri32": np.int32, "mri64": np.int64,
+    "mrui8": np.uint8,
+}
+_GLOBAL_SENTINEL = 0xDEADBEEF  # "allocated" pointer of memref.get_global buffers
+
+
+def _refback_pipeline(runtime_checks: bool) -> str:
+    passes = [
+        "func.func(linalg-generalize-named-ops)",
+        "func.func(linalg-fuse-elementwise-ops)",
+        "convert-shape-to-std",
+        "func.func(refback-generalize-tensor-pad)",
+        "func.func(refback-generalize-tensor-concat)",
+        "func.func(tm-tensor-bufferize)",
+        "one-shot-bufferize{copy-before-write bufferize-function-boundaries "
+        "function-boundary-type-conversion=identity-layout-map}",
+        "refback-mlprogram-bufferize",
+        "buffer-deallocation-pipeline",
+        "inline",
+        "refback-munge-calling-conventions",
+        "func.func(tm-tensor-to-loops)",
+        "func.func(refback-munge-memref-copy)",
+        "func.func(convert-linalg-to-loops)",
+        "func.func(lower-affine)",
+        "convert-scf-to-cf",
+    ]
+    if runtime_checks:
+        passes.append("generate-runtime-verification")
+    passes += [
+        "func.func(refback-expand-ops-for-llvm)",
+        "func.func(arith-expand)",
+        "func.func(convert-math-to-llvm)",
+        "convert-math-to-libm",
+        "expand-strided-metadata",
+        "finalize-memref-to-llvm",
+        "lower-affine",
+        "convert-bufferization-to-memref",
+        "finalize-memref-to-llvm",
+        "func.func(convert-arith-to-llvm)",
+        "convert-vector-to-llvm",
+        "convert-func-to-llvm",
+        "convert-cf-to-llvm",
+        "convert-complex-to-llvm",
+        "reconcile-unrealized-casts",
+    ]
+    return "builtin.module(" + ",".join(passes) + ")"
+
+
+class _RankedDescriptorHeader(ctypes.Structure):
+    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_longlong)]
+
+
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [ctypes.c_void_p]
+
+
+class ReferenceExecutable:
+    """A JIT-compiled function plus the callbacks that receive its results."""
+
+    def __init__(self, module: Any, func_name: str, opt_level: int, n_results: int) -> None:
+        from torch_mlir.execution_engine import ExecutionEngine
+
+        self.func_name = func_name
+        self.n_results = n_results
+        self._result: list[torch.Tensor] | None = None
+        self._inputs: set[int] = set()
+        self.engine = ExecutionEngine(module, opt_level=opt_level)
+        self._callbacks = []
+        with module.context:
+            for op in module.body:
+                name = str(op.attributes["sym_name"]).strip('"')
+                if name.startswith(_CONSUME_PREFIX):
+                    self._register(name)
+
+    def _register(self, name: str) -> None:
+        from torch_mlir.runtime import UnrankedMemRefDescriptor, unranked_memref_to_numpy
+
+        tokens = name[len(_CONSUME_PREFIX):].split("_")
+        for t in tokens:
+            if t not in _TOKEN_DTYPES:
+                raise lowering.LoweringError(f"reference backend: unsupported result type {t!r}")
+        proto = ctypes.CFUNCTYPE(None, *[ctypes.POINTER(UnrankedMemRefDescriptor) for _ in tokens])
+
+        def consume(*ptrs: Any) -> None:
+            results = []
+            freed: set[int] = set()
+            for ptr, token in zip(ptrs, tokens):
+                arr = unranked_memref_to_numpy(ptr, _TOKEN_DTYPES[token])
+                results.append(torch.from_numpy(np.array(arr, copy=True)))
+                header = ctypes.cast(ptr[0].descriptor, ctypes.POINTER(_RankedDescriptorHeader))[0]
+                alloc = header.allocated or 0
+                # Free buffers the compiled code allocated for us: not globals,
+                # not our own inputs, each once.
+                if alloc and alloc != _GLOBAL_SENTINEL and alloc not in self._inputs and alloc not in freed:
+                    freed.add(alloc)
+                    _libc.free(alloc)
+            self._result = results
+
+        cb = proto(consume)
+        self._callbacks.append(cb)
+        self.engine.register_runtime(name, cb)
+
+    def __call__(self, inputs: Sequence[torch.Tensor], result_dtypes: Sequence[torch.dtype]) -> list[torch.Tensor]:
+        from torch_mlir.runtime import get_unranked_memref_descriptor
+
+        keep = []
+        ffi_args = []
+        self._inputs = set()
+        for t in inputs:
+            t = t.contiguous()
+            arr = t.numpy() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy()
+            keep.append(arr)
+            self._inputs.add(t.data_ptr())
+            ffi_args.append(ctypes.pointer(ctypes.pointer(get_unranked_memref_descriptor(arr))))
+        self._result = None
+        self.engine.invoke(self.func_name, *ffi_args)
+        results = self._result
+        self._result = None
+        if results is None and self.n_results:
+            raise RuntimeError(f"{self.func_name} produced no results")
+        out = []
+        for r, dtype in zip(results or [], result_dtypes):
+            if dtype == torch.bfloat16:
+                r = r.view(torch.bfloat16)
+            elif r.dtype != dtype:
+                r = r.to(dtype)
+            out.append(r)
+        return out
+
+
+class ReferenceBackend(MlirBackend):
+    """``reference``: the default backend. Correct first; IREE is the fast path."""
+
+    name = "reference"
+    lowering_target = "linalg-on-tensors"
+
+    def __init__(self, opt_level: int | None = None, runtime_checks: bool = False) -> None:
+        self.opt_level = int(os.environ.get("LAZY_REFERENCE_OPT_LEVEL", "2")) if opt_level is None else opt_level
+        self.runtime_checks = runtime_checks
+
+    def cache_key(self) -> str:
+        return f"reference-O{self.opt_level}-checks{int(self.runtime_checks)}"
+
+    def supports_op(self, op: Any) -> bool:
+        return super().supports_op(op)
+
+    def lower(self, graph: LazyGraph) -> lowering.Computation:
+        return lowering.lower_graph(graph)
+
+    def compile(self, computations: Sequence[lowering.Computation]) -> list[Any]:
+        out = []
+        for comp in computations:
+            linalg = self.lower_to_target(comp)
+            llvm = lowering.pipelines.run_pipeline(linalg, _refback_pipeline(self.runtime_checks), "llvm")
+            exe = ReferenceExecutable(llvm.module, comp.func_name, self.opt_level, len(comp.results))
+            exe.result_dtypes = [r.dtype for r in comp.results]  # type: ignore[attr-defined]
+            out.append(exe)
+        return out
+
+    def execute_computation(
+        self, executable: Any, arguments: Sequence[BackendData], device: BackendDevice
+    ) -> list[BackendData]:
+        inputs = [a.handle for a in arguments]
+        results = executable(inputs, executable.result_dtypes)
+        return [BackendData(r, r.shape, r.dtype, device) for r in results]

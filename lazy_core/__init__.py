@@ -1,0 +1,57 @@
+"""lazy_core: record eager PyTorch on device ``lazy``, run it as compiled graphs.
+
+The public API::
+
+    import lazy_core
+    lazy_core.init("iree-cpu")          # or LAZY_BACKEND=..., default "reference"
+    x = torch.randn(4, 4).to("lazy")
+    y = (x @ x).relu()
+    lazy_core.mark_step()               # one compiled graph for all pending work
+    print(y.cpu())
+    print(lazy_core.metrics.report())
+
+lazy_core imports nothing of MLIR or any backend: backends are plugins found
+by name (``lazy_core.backends`` entry points or ``register_backend``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import debug, metrics
+from .backend import BackendData, BackendDevice, BackendImpl, CompileError
+from .executor import GraphExecutor, executor
+from .factories import register as _register_factories
+from .graph import LazyGraph
+from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
+from .registry import active_backend, available_backends, create_backend, init, register_backend
+from .tensor import LazyTensor
+
+_register_factories()
+
+__all__ = [
+    "BackendData", "BackendDevice", "BackendImpl", "CompileError", "DeviceData", "GraphExecutor",
+    "LazyGraph", "LazyTensor", "Node", "Output", "ScalarParam", "TensorMeta", "active_backend",
+    "available_backends", "create_backend", "debug", "init", "last_computation", "mark_step",
+    "metrics", "register_backend", "sync", "wait_device_ops",
+]
+
+
+def mark_step() -> None:
+    """The step barrier: compile (or reuse) and run one graph of all pending work."""
+    executor().mark_step()
+
+
+def sync(tensors: list[Any]) -> None:
+    """Materialize just ``tensors`` (and live tensors sharing work with them)."""
+    executor().to_host_many(list(tensors), "sync")
+
+
+def wait_device_ops() -> None:
+    """Block until the active backend finished all queued work."""
+    active_backend().synchronize()
+
+
+def last_computation() -> Any:
+    """The computation that ran last (MLIR backends: ``.mlir`` is its torch-dialect text)."""
+    return executor().last_computation()

@@ -1,0 +1,135 @@
+"""The vendor plugin interface: what a backend implements.
+
+This mirrors LTC's ``BackendImplInterface`` in Python. The executor owns
+tracing, graph building and caching; a backend owns only its device: moving
+data on and off it, turning a graph into a computation, compiling
+computations and running them. Everything here is documented for vendors;
+``docs/writing-a-backend.md`` has the long form.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from .graph import LazyGraph
+
+
+@dataclass(frozen=True)
+class BackendDevice:
+    """A device of a backend; ``lazy:N`` maps to ``devices()[N]``."""
+
+    backend: str
+    ordinal: int = 0
+    description: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.ordinal}"
+
+
+class BackendData:
+    """A backend's handle to one buffer on its device.
+
+    Owned by the runtime once returned: the executor never mutates a buffer it
+    was given, so backends may share storage between BackendData objects.
+    ``shape``/``dtype`` describe the logical tensor.
+    """
+
+    __slots__ = ("handle", "shape", "dtype", "device")
+
+    def __init__(self, handle: Any, shape: Sequence[int], dtype: torch.dtype, device: BackendDevice):
+        self.handle = handle
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.device = device
+
+    def __repr__(self) -> str:
+        return f"BackendData({list(self.shape)}, {self.dtype}, {self.device})"
+
+
+class CompileError(RuntimeError):
+    """Lowering or compiling a computation failed.
+
+    ``repro_path`` names a file that reproduces the failure (MLIR plus the
+    pipeline), ``location`` the user's source line of the failing op if known.
+    """
+
+    def __init__(self, message: str, repro_path: str | None = None, location: str | None = None):
+        super().__init__(message)
+        self.repro_path = repro_path
+        self.location = location
+
+
+class BackendImpl(ABC):
+    """Subclass this to run lazy tensors on your compiler and device.
+
+    Required: ``make_backend_data``, ``to_host``, ``lower``, ``compile``,
+    ``execute_computation``. MLIR backends usually subclass
+    ``backends.mlir_backend.MlirBackend`` instead, which implements ``lower``
+    with the torch-dialect ``LoweringContext`` and leaves compile/execute.
+    """
+
+    #: Registered name, e.g. "reference" or "iree-cpu".
+    name: str = "backend"
+    #: The form ``compile`` receives: "torch", "linalg-on-tensors", "tosa" or "stablehlo".
+    lowering_target: str = "torch"
+
+    # -- devices -------------------------------------------------------------
+    def devices(self) -> list[BackendDevice]:
+        """Devices this backend drives. Default: one device."""
+        return [BackendDevice(self.name, 0)]
+
+    def default_device(self) -> BackendDevice:
+        return self.devices()[0]
+
+    # -- data ----------------------------------------------------------------
+    @abstractmethod
+    def make_backend_data(self, tensor: torch.Tensor, device: BackendDevice) -> BackendData:
+        """Copy a host (CPU) tensor to ``device``. The caller may reuse ``tensor``
+        afterwards, so copy or keep a private reference."""
+
+    @abstractmethod
+    def to_host(self, data: BackendData) -> torch.Tensor:
+        """A CPU tensor with the contents of ``data``. The caller must not
+        mutate the result in place (it may alias the device buffer)."""
+
+    # -- computations ----------------------------------------------------------
+    @abstractmethod
+    def lower(self, graph: LazyGraph) -> Any:
+        """Turn a post-ordered graph into a computation (LTC's lowering context).
+
+        ``graph.inputs`` are the arguments in order (device data, then scalar
+        parameters, interleaved as the graph uses them), ``graph.outputs`` the
+        results in order. Raise ``CompileError`` if something cannot be lowered.
+        """
+
+    @abstractmethod
+    def compile(self, computations: Sequence[Any]) -> list[Any]:
+        """Compile computations into executables (one per computation)."""
+
+    @abstractmethod
+    def execute_computation(
+        self, executable: Any, arguments: Sequence[BackendData], device: BackendDevice
+    ) -> list[BackendData]:
+        """Run an executable on ``arguments``; one BackendData per graph output."""
+
+    # -- capabilities ------------------------------------------------------------
+    def supports_op(self, op: Any) -> bool:
+        """Whether ops of this kind can appear in a computation. An op that
+        returns False runs eagerly on the CPU (counted as a fallback)."""
+        return True
+
+    def cache_key(self) -> str:
+        """Anything besides the graph that changes compiled code (flags, target)."""
+        return self.name
+
+    def synchronize(self, device: BackendDevice | None = None) -> None:
+        """Wait until all work queued on ``device`` is done."""
+
+    def describe(self) -> str:
+        return self.name

@@ -1,0 +1,78 @@
+"""The ``eager`` debugging backend: run the recorded ops one by one with PyTorch.
+
+No compiler is involved, so when a program gives a different answer on a
+compiled backend than on ``eager``, the compiler (or the lowering) is at
+fault, not the tracer. This is the tool LTC users reach for to bisect a
+miscompile; the executor also uses ``interpret`` to run a graph that failed
+to compile, so the program still gives the right answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .backend import BackendData, BackendDevice, BackendImpl
+from .graph import LazyGraph
+from .ir import Output, ScalarParam
+
+
+def interpret(graph: LazyGraph, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Evaluate ``graph`` on CPU tensors ``args`` (one per ``graph.inputs``)."""
+    env: dict[int, Any] = {}
+    for node, value in zip(graph.inputs, args, strict=True):
+        env[id(node)] = (value.item() if isinstance(node, ScalarParam) else value,)
+
+    def sub(x: Any) -> Any:
+        if isinstance(x, Output):
+            return env[id(x.node)][x.index]
+        if isinstance(x, list):
+            return [sub(v) for v in x]
+        if isinstance(x, tuple):
+            return tuple(sub(v) for v in x)
+        return x
+
+    for node in graph.nodes:
+        result = node.op(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
+        env[id(node)] = _flatten_tensors(result)
+    return [env[id(o.node)][o.index] for o in graph.outputs]
+
+
+def _flatten_tensors(result: Any) -> tuple:
+    if isinstance(result, torch.Tensor):
+        return (result,)
+    out: list = []
+    for r in result:
+        if isinstance(r, torch.Tensor):
+            out.append(r)
+        elif isinstance(r, list | tuple):
+            out.extend(_flatten_tensors(r))
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+class EagerBackend(BackendImpl):
+    """Interprets each graph op by op on the CPU. Device data are CPU tensors."""
+
+    name = "eager"
+
+    def make_backend_data(self, tensor: torch.Tensor, device: BackendDevice) -> BackendData:
+        return BackendData(tensor.detach().clone(), tensor.shape, tensor.dtype, device)
+
+    def to_host(self, data: BackendData) -> torch.Tensor:
+        return data.handle
+
+    def lower(self, graph: LazyGraph) -> LazyGraph:
+        return graph
+
+    def compile(self, computations: Sequence[Any]) -> list[Any]:
+        return list(computations)
+
+    def execute_computation(
+        self, executable: Any, arguments: Sequence[BackendData], device: BackendDevice
+    ) -> list[BackendData]:
+        results = interpret(executable, [a.handle for a in arguments])
+        return [BackendData(r, r.shape, r.dtype, device) for r in results]

@@ -1,0 +1,311 @@
+"""GraphExecutor: the live-tensor registry, barriers, caching and execution.
+
+At a barrier (``mark_step()``, or Python needing a value) the executor
+collects the pending values of live tensors, builds one graph from them,
+looks its key up in an LRU computation cache, asks the backend to lower and
+compile it on a miss, executes it, and replaces each pending value by the
+resulting device data, so nothing is ever computed twice.
+
+A graph that fails to lower or compile still runs: it is interpreted op by
+op on the CPU (``eager`` backend semantics), with a warning naming the
+failing op and user line, unless ``LAZY_STRICT=1`` asks for the error.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from . import metrics
+from .backend import BackendImpl, CompileError
+from .graph import LazyGraph, build_graph
+from .ir import DeviceData, Output, ScalarParam
+from .registry import active_backend
+
+if TYPE_CHECKING:
+    from .tensor import LazyTensor
+    from .views import Storage
+
+
+class _CacheEntry:
+    __slots__ = ("executable", "computation", "eager", "graph_name", "error")
+
+    def __init__(self, executable: Any, computation: Any, eager: bool, graph_name: str, error: str | None = None):
+        self.executable = executable
+        self.computation = computation
+        self.eager = eager
+        self.graph_name = graph_name
+        self.error = error
+
+
+def _strict() -> bool:
+    return os.environ.get("LAZY_STRICT", "0") not in ("", "0", "false", "False")
+
+
+class GraphExecutor:
+    """One per process. Not thread-safe for concurrent tracing (like LTC)."""
+
+    def __init__(self, cache_size: int | None = None) -> None:
+        self._live: weakref.WeakValueDictionary[int, Storage] = weakref.WeakValueDictionary()
+        self._seq = 0
+        self._cache: OrderedDict[tuple, _CacheEntry] = OrderedDict()
+        self._cache_backend: BackendImpl | None = None
+        self.cache_size = cache_size or int(os.environ.get("LAZY_CACHE_SIZE", "1024"))
+        self._last: Any = None
+        self._last_graph: LazyGraph | None = None
+        self._reason = threading.local()
+        self._warned: set[str] = set()
+        self.hooks: list[Any] = []
+
+    # -- registry ----------------------------------------------------------------
+    def track(self, storage: Storage) -> None:
+        if storage.seq < 0:
+            self._seq += 1
+            storage.seq = self._seq
+            self._live[self._seq] = storage
+
+    def live_storages(self) -> list[Storage]:
+        return [s for s in self._live.values()]
+
+    def pending_storages(self) -> list[Storage]:
+        return [s for s in self._live.values() if not s.value.node.is_leaf()]
+
+    # -- reasons (for metrics and diagnostics) -------------------------------------
+    @contextmanager
+    def reason(self, why: str) -> Iterator[None]:
+        old = getattr(self._reason, "value", None)
+        self._reason.value = why
+        try:
+            yield
+        finally:
+            self._reason.value = old
+
+    def _current_reason(self, default: str) -> str:
+        return getattr(self._reason, "value", None) or default
+
+    # -- barriers ----------------------------------------------------------------
+    def mark_step(self) -> None:
+        """Execute every live pending tensor in one graph."""
+        pending = self.pending_storages()
+        if pending:
+            self._execute(pending, [], "mark_step")
+        metrics.counter_add("mark_step")
+
+    def to_host(self, tensor: LazyTensor, reason: str) -> torch.Tensor:
+        return self.to_host_many([tensor], reason)[0]
+
+    def to_host_many(self, tensors: list[LazyTensor], reason: str) -> list[torch.Tensor]:
+        """CPU copies of ``tensors``, running one graph for all pending ones."""
+        reason = self._current_reason(reason)
+        values = [t._lz_value() for t in tensors]
+        pending = [v for v in values if not v.node.is_leaf()]
+        if pending:
+            storages = self._sharing_storages(pending)
+            results = self._execute(storages, pending, reason)
+            for t, v in zip(tensors, values):
+                if not v.node.is_leaf():
+                    t._lz_set_materialized(results[id(v.node), v.index])
+            values = [t._lz_value() for t in tensors]
+        backend = active_backend()
+        hosts = []
+        for v in values:
+            node = v.node
+            if isinstance(node, ScalarParam):
+                hosts.append(torch.tensor(node.value, dtype=node.metas[0].dtype))
+                continue
+            assert isinstance(node, DeviceData)
+            with metrics.timed("transfer_to_host"):
+                host = backend.to_host(node.data)
+            metrics.counter_add("transfer_to_host_bytes", host.numel() * host.element_size())
+            hosts.append(host)
+        return hosts
+
+    def _sharing_storages(self, roots: list[Output]) -> list[Storage]:
+        """Live pending storages whose graphs share work (a non-leaf node) with ``roots``."""
+        target: set[int] = set()
+        stack = [o.node for o in roots]
+        while stack:
+            n = stack.pop()
+            if id(n) in target or n.is_leaf():
+                continue
+            target.add(id(n))
+            stack.extend(o.node for o in n.operands)
+        reaches: dict[int, bool] = {}
+
+        def touches(node: Any) -> bool:
+            # Iterative DFS with memo: does any non-leaf node under ``node`` lie in target?
+            todo = [node]
+            order = []
+            while todo:
+                n = todo.pop()
+                if id(n) in reaches or n.is_leaf():
+                    continue
+                if id(n) in target:
+                    reaches[id(n)] = True
+                    continue
+                reaches[id(n)] = False
+                order.append(n)
+                todo.extend(o.node for o in n.operands)
+            for n in reversed(order):
+                if any(reaches.get(id(o.node), False) for o in n.operands):
+                    reaches[id(n)] = True
+            return reaches.get(id(node), False)
+
+        return [s for s in self.pending_storages() if touches(s.value.node)]
+
+    # -- execution -------------------------------------------------------------------
+    def _execute(self, storages: list[Storage], extra: list[Output], reason: str) -> dict[tuple[int, int], Output]:
+        backend = active_backend()
+        if self._cache_backend is not backend:
+            self._cache.clear()
+            self._cache_backend = backend
+        roots: list[Output] = []
+        seen: set[tuple[int, int]] = set()
+        for out in [s.value for s in sorted(storages, key=lambda s: s.seq)] + extra:
+            k = (id(out.node), out.index)
+            if k not in seen and not out.node.is_leaf():
+                seen.add(k)
+                roots.append(out)
+        if not roots:
+            return {}
+        with metrics.timed("build_graph"):
+            graph = build_graph(roots)
+        metrics.counter_add(f"execute_reason::{reason.split(' ')[0]}")
+        entry = self._cache.get(graph.key)
+        if entry is None:
+            metrics.counter_add("cache_miss")
+            entry = self._compile(backend, graph)
+            self._cache[graph.key] = entry
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        else:
+            metrics.counter_add("cache_hit")
+            self._cache.move_to_end(graph.key)
+        device = backend.default_device()
+        args = []
+        for leaf in graph.inputs:
+            if isinstance(leaf, DeviceData):
+                args.append(leaf.data)
+            else:
+                assert isinstance(leaf, ScalarParam)
+                args.append(backend.make_backend_data(torch.tensor(leaf.value, dtype=leaf.metas[0].dtype), device))
+        with metrics.timed("execute"):
+            if entry.eager:
+                results = self._run_eager(backend, graph, args, device)
+            else:
+                results = backend.execute_computation(entry.executable, args, device)
+        metrics.counter_add("execute")
+        metrics.counter_add("graph_nodes", len(graph.nodes))
+        self._last = entry.computation
+        self._last_graph = graph
+        if len(results) != len(roots):
+            raise RuntimeError(
+                f"backend {backend.name!r} returned {len(results)} results for a graph with {len(roots)} outputs"
+            )
+        produced: dict[tuple[int, int], Output] = {}
+        for out, data in zip(roots, results):
+            produced[id(out.node), out.index] = Output(DeviceData(data, out.meta, out.node.location))
+        for s in storages:
+            new = produced.get((id(s.value.node), s.value.index))
+            if new is not None:
+                s.value = new
+        for hook in self.hooks:
+            hook(graph, entry, reason)
+        return produced
+
+    def _compile(self, backend: BackendImpl, graph: LazyGraph) -> _CacheEntry:
+        try:
+            with metrics.timed("lower"):
+                computation = backend.lower(graph)
+            with metrics.timed("compile"):
+                [executable] = backend.compile([computation])
+            metrics.counter_add("compile")
+            _dump(graph, computation)
+            return _CacheEntry(executable, computation, False, graph.name)
+        except Exception as e:
+            if _strict():
+                raise
+            where = getattr(e, "location", None)
+            repro = getattr(e, "repro_path", None)
+            msg = str(e).strip().splitlines()
+            first = msg[0] if msg else type(e).__name__
+            key = f"{type(e).__name__}:{first}"
+            metrics.counter_add("fallback::compile_error")
+            if key not in self._warned:
+                self._warned.add(key)
+                warnings.warn(
+                    f"lazy backend {backend.name!r} could not compile graph {graph.name}"
+                    f"{' at ' + where if where else ''}: {first}"
+                    f"{' (repro: ' + repro + ')' if repro else ''}. Running it eagerly on the CPU "
+                    "instead; set LAZY_STRICT=1 to raise.",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            if not isinstance(e, CompileError | NotImplementedError | RuntimeError | ValueError):
+                warnings.warn(f"unexpected {type(e).__name__} while compiling: {e}", RuntimeWarning, stacklevel=4)
+            return _CacheEntry(None, graph, True, graph.name, error=first)
+
+    def _run_eager(self, backend: BackendImpl, graph: LazyGraph, args: list, device: Any) -> list:
+        from .eager_backend import interpret
+
+        hosts = [backend.to_host(a) for a in args]
+        results = interpret(graph, hosts)
+        return [backend.make_backend_data(r.contiguous(), device) for r in results]
+
+    # -- misc --------------------------------------------------------------------------
+    def last_computation(self) -> Any:
+        return self._last
+
+    def last_graph(self) -> LazyGraph | None:
+        return self._last_graph
+
+    def cache_len(self) -> int:
+        return len(self._cache)
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def on_backend_change(self, old: BackendImpl, new: BackendImpl) -> None:
+        """Move live tensors to the new backend (through the host)."""
+        pending = self.pending_storages()
+        if pending:
+            self._execute(pending, [], "backend_change")
+        for s in self.live_storages():
+            node = s.value.node
+            if isinstance(node, DeviceData) and node.data is not None:
+                host = old.to_host(node.data)
+                s.value = Output(DeviceData(new.make_backend_data(host, new.default_device()), node.metas[0]))
+        self._cache.clear()
+
+
+def _dump(graph: LazyGraph, computation: Any) -> None:
+    directory = os.environ.get("LAZY_DUMP_DIR")
+    if not directory:
+        return
+    from .debug import graph_text
+
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, f"{graph.name}.ir.txt"), "w") as f:
+        f.write(graph_text(graph))
+    mlir = getattr(computation, "mlir", None)
+    if mlir:
+        with open(os.path.join(directory, f"{graph.name}.torch.mlir"), "w") as f:
+            f.write(mlir)
+
+
+_executor: GraphExecutor | None = None
+
+
+def executor() -> GraphExecutor:
+    global _executor
+    if _executor is None:
+        _executor = GraphExecutor()
+    return _executor

@@ -1,0 +1,120 @@
+"""What the tracer needs to know about each ATen op, computed once per op.
+
+The dispatcher hands us an ``OpOverload``; its schema says whether it
+mutates an argument (in-place or ``out=``), whether its result aliases its
+input (a view), which arguments are ``Scalar`` (candidates for scalar
+parameters), and its tags say whether its output shape depends on data or it
+draws random numbers. Reading the schema every call would dominate tracing
+cost, so ``plan(op)`` caches an ``OpPlan`` per op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+# Scalar-typed arguments whose value decides the output shape: never lifted.
+_SHAPE_DEPENDENT_SCALARS = {"arange", "range", "linspace", "logspace", "full", "new_full"}
+
+
+@dataclass(slots=True)
+class OpPlan:
+    op: Any
+    name: str
+    # Names of arguments that the op writes (self for in-place, out for out=).
+    mutated: tuple[str, ...] = ()
+    is_out_variant: bool = False
+    is_view: bool = False
+    # Argument names typed Scalar / Scalar? / Scalar[] that may become parameters.
+    scalar_args: frozenset[str] = frozenset()
+    scalar_positions: frozenset[int] = frozenset()
+    has_device_arg: bool = False
+    # Positional index of each argument name.
+    arg_index: dict[str, int] = field(default_factory=dict)
+    dynamic_shape: bool = False
+    random: bool = False
+    returns_python_scalar: bool = False
+    inplace_view: bool = False
+    functional: Any = None
+    decompose: bool = False
+
+
+_plans: dict[Any, OpPlan] = {}
+
+
+def plan(op: Any) -> OpPlan:
+    """The cached OpPlan of ``op``."""
+    p = _plans.get(op)
+    if p is None:
+        p = _make_plan(op)
+        _plans[op] = p
+    return p
+
+
+def _make_plan(op: Any) -> OpPlan:
+    schema = op._schema
+    tags = set(getattr(op, "tags", ()))
+    base_name = schema.name.split("::")[-1]
+    p = OpPlan(op=op, name=str(op))
+    p.arg_index = {a.name: i for i, a in enumerate(schema.arguments)}
+    p.mutated = tuple(
+        a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
+    )
+    p.is_out_variant = bool(p.mutated) and all(
+        schema.arguments[p.arg_index[m]].kwarg_only for m in p.mutated
+    )
+    p.is_view = not p.mutated and any(
+        r.alias_info is not None and not r.alias_info.is_write for r in schema.returns
+    )
+    if base_name not in _SHAPE_DEPENDENT_SCALARS:
+        p.scalar_args = frozenset(
+            a.name for a in schema.arguments if str(a.type) in ("number", "Optional[number]", "List[number]")
+        )
+    p.scalar_positions = frozenset(p.arg_index[n] for n in p.scalar_args)
+    p.has_device_arg = "device" in p.arg_index
+    p.dynamic_shape = torch.Tag.dynamic_output_shape in tags or torch.Tag.data_dependent_output in tags
+    p.random = torch.Tag.nondeterministic_seeded in tags
+    p.inplace_view = torch.Tag.inplace_view in tags
+    p.returns_python_scalar = any(
+        str(r.type) in ("bool", "int", "float", "number", "complex", "SymInt") for r in schema.returns
+    )
+    p.decompose = base_name.startswith("_foreach_") and torch._C._dispatch_has_kernel_for_dispatch_key(
+        op.name(), "CompositeExplicitAutograd"
+    )
+    if p.mutated:
+        p.functional = _functional_variant(op, p)
+    return p
+
+
+def _sig(schema: Any, drop: set[str]) -> tuple:
+    return tuple((a.name, str(a.type).replace("(a!)", "")) for a in schema.arguments if a.name not in drop)
+
+
+def _functional_variant(op: Any, p: OpPlan) -> Any:
+    """The side-effect-free op computing what ``op`` writes, or None."""
+    schema = op._schema
+    base_name = schema.name.split("::")[-1]
+    if p.is_out_variant:
+        packet = getattr(aten, base_name, None)
+        want = _sig(schema, set(p.mutated))
+    else:
+        packet = getattr(aten, base_name.rstrip("_"), None) if base_name.endswith("_") else None
+        want = _sig(schema, set())
+    if packet is None:
+        return None
+    # Prefer the same overload name (add_.Tensor -> add.Tensor).
+    overload = schema.overload_name
+    candidates = [overload] if overload in packet.overloads() else []
+    candidates += [o for o in packet.overloads() if o != overload]
+    for name in candidates:
+        cand = getattr(packet, name)
+        cs = cand._schema
+        if any(a.alias_info is not None and a.alias_info.is_write for a in cs.arguments):
+            continue
+        if _sig(cs, set()) == tuple((n, t.replace("(a!)", "").replace("(a)", "")) for n, t in want):
+            return cand
+    return None

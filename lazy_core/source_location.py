@@ -1,0 +1,85 @@
+"""The user's file:line for each traced op.
+
+Compiler errors and fallback reports are only useful when they name the
+user's code, not a frame inside torch or this package. Walking the stack on
+every op is the main cost of this, so the walk skips internal frames by
+filename with a per-filename cache, and can be switched off with
+``LAZY_SOURCE_LOCATIONS=0``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NamedTuple
+
+import torch
+
+
+class SourceLocation(NamedTuple):
+    """Where in user code a node was made."""
+
+    filename: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}"
+
+
+_ENABLED = os.environ.get("LAZY_SOURCE_LOCATIONS", "1") != "0"
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_internal_cache: dict[str, bool] = {}
+
+
+def _is_internal(filename: str) -> bool:
+    cached = _internal_cache.get(filename)
+    if cached is None:
+        cached = (
+            filename.startswith(_TORCH_DIR)
+            or filename.startswith(_PKG_DIR)
+            or filename.startswith("<frozen")
+            or os.sep + "contextlib.py" in filename
+            or os.sep + "functools.py" in filename
+        )
+        _internal_cache[filename] = cached
+    return cached
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn location capture on or off at run time."""
+    global _ENABLED
+    _ENABLED = enabled
+
+
+def enabled() -> bool:
+    return _ENABLED
+
+
+def current(skip: int = 2) -> SourceLocation | None:
+    """The innermost frame outside torch and lazy_core, or None if disabled."""
+    if not _ENABLED:
+        return None
+    try:
+        frame = sys._getframe(skip)
+    except ValueError:
+        return None
+    while frame is not None:
+        code = frame.f_code
+        if not _is_internal(code.co_filename):
+            return SourceLocation(code.co_filename, frame.f_lineno, code.co_name)
+        frame = frame.f_back
+    return None
+
+
+def user_stack(limit: int = 8) -> list[SourceLocation]:
+    """The user's frames (innermost first), for barrier and error reports."""
+    out: list[SourceLocation] = []
+    frame = sys._getframe(1)
+    while frame is not None and len(out) < limit:
+        code = frame.f_code
+        if not _is_internal(code.co_filename):
+            out.append(SourceLocation(code.co_filename, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    return out

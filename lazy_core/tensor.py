@@ -1,0 +1,481 @@
+"""LazyTensor: the ``torch.Tensor`` subclass on device ``lazy`` that records ops.
+
+``__torch_dispatch__`` sits below autograd, so forward, backward and
+optimizer ops all arrive here as ATen ops. Each one becomes a ``Node``
+(shapes from a cached meta-kernel call, so ``.shape`` never forces
+execution); views share their base's ``Storage``; in-place and ``out=`` ops
+are replaced by their functional variant plus a write-back; ops that cannot
+be traced (data-dependent output shapes, unsupported by the backend) run
+eagerly on the CPU through ``lazy_core.fallback``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from . import fallback, metrics, source_location
+from .executor import executor
+from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
+from .op_schema import OpPlan, plan
+from .registry import active_backend
+from .views import Storage, ViewStep, split_views
+
+aten = torch.ops.aten
+LAZY = "lazy"
+
+
+def lazy_device(index: int = 0) -> torch.device:
+    return torch.device(LAZY, index)
+
+
+class LazyTensor(torch.Tensor):
+    """A tensor whose value is an IR value (pending) or device data (materialized)."""
+
+    _lz_storage: Storage
+    _lz_view: tuple[ViewStep, ...]
+    _lz_cache: tuple[Output, Output] | None
+
+    @staticmethod
+    def __new__(cls, storage: Storage, view: tuple[ViewStep, ...], meta: TensorMeta) -> LazyTensor:
+        t = torch.Tensor._make_wrapper_subclass(
+            cls,
+            meta.shape,
+            strides=meta.stride,
+            dtype=meta.dtype,
+            device=lazy_device(storage.device),
+            requires_grad=False,
+        )
+        t._lz_storage = storage
+        t._lz_view = view
+        t._lz_cache = None
+        return t
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    # -- values ------------------------------------------------------------------
+    def _lz_value(self) -> Output:
+        """The IR value this tensor currently stands for."""
+        storage = self._lz_storage
+        if not self._lz_view:
+            return storage.value
+        cache = self._lz_cache
+        base = storage.value
+        if cache is not None and cache[0] is base:
+            return cache[1]
+        value = base
+        for step in self._lz_view:
+            value = step.apply(record_output, value)
+        self._lz_cache = (base, value)
+        return value
+
+    def _lz_set_materialized(self, value: Output) -> None:
+        """Remember a materialized value of a view (its base did not change)."""
+        if self._lz_view:
+            self._lz_cache = (self._lz_storage.value, value)
+        else:
+            self._lz_storage.value = value
+
+    def _lz_assign(self, new: Output) -> None:
+        """Make ``new`` the value of this tensor (in-place semantics, views included)."""
+        meta = TensorMeta(tuple(self.shape), self.dtype, tuple(self.stride()))
+        if new.meta.dtype != meta.dtype:
+            new = record_output(aten._to_copy.default, (new,), {"dtype": meta.dtype})
+        if new.meta.shape != meta.shape:
+            new = record_output(aten.expand.default, (new, list(meta.shape)), {})
+            new = record_output(aten.clone.default, (new,), {})
+        storage = self._lz_storage
+        if not self._lz_view:
+            storage.value = new
+            executor().track(storage)
+            return
+        values = [storage.value]
+        for step in self._lz_view[:-1]:
+            values.append(step.apply(record_output, values[-1]))
+        updated = new
+        for step, below in zip(reversed(self._lz_view), reversed(values), strict=True):
+            updated = step.invert(record_output, below, updated)
+        storage.value = updated
+        self._lz_cache = (updated, new)
+        executor().track(storage)
+
+    # -- torch integration -------------------------------------------------------
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        return dispatch(func, args, kwargs or {})
+
+    def __tensor_flatten__(self) -> tuple[list[str], Any]:
+        return [], (self._lz_storage, self._lz_view, TensorMeta.of(self))
+
+    @staticmethod
+    def __tensor_unflatten__(inner: dict, ctx: Any, outer_size: Any, outer_stride: Any) -> LazyTensor:
+        storage, view, meta = ctx
+        return LazyTensor(storage, view, meta)
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        host = materialize(self, "print")
+        text = torch._tensor_str._str(host, tensor_contents=tensor_contents)
+        # Same layout as torch prints for other devices: data, device=, dtype=, ...
+        cut = len(text) - 1
+        for marker in (", size=", ", dtype=", ", requires_grad=", ", grad_fn="):
+            i = text.find(marker)
+            if i != -1:
+                cut = min(cut, i)
+        text = f"{text[:cut]}, device='{self.device}'{text[cut:]}"
+        if self.grad_fn is not None:
+            text = f"{text[:-1]}, grad_fn=<{type(self.grad_fn).__name__}>)"
+        elif self.requires_grad:
+            text = f"{text[:-1]}, requires_grad=True)"
+        return text
+
+    def numpy(self, *, force: bool = False) -> Any:
+        return materialize(self, "numpy").numpy(force=force) if not self.requires_grad else \
+            materialize(self, "numpy").detach().numpy()
+
+    def tolist(self) -> Any:
+        return materialize(self, "tolist").tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        arr = materialize(self, "numpy").detach().numpy()
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def __reduce_ex__(self, proto: int) -> Any:
+        # Saved as CPU tensors: a checkpoint must not depend on a live backend.
+        return materialize(self, "save").detach().clone().requires_grad_(self.requires_grad).__reduce_ex__(proto)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        copy = dispatch(aten.clone.default, (self.detach(),), {})
+        copy.requires_grad_(self.requires_grad)
+        if type(self) is not LazyTensor and isinstance(self, torch.nn.Parameter):
+            copy = torch.nn.Parameter(copy, self.requires_grad)
+        memo[id(self)] = copy
+        return copy
+
+
+# ---------------------------------------------------------------------------
+# Recording
+
+
+class _Slot:
+    """Placeholder for result tensor ``i`` in a cached output structure."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+
+# (op, arg key) -> (metas, output template)
+_shape_cache: dict[tuple, tuple[tuple[TensorMeta | None, ...], Any]] = {}
+_SHAPE_CACHE_LIMIT = int(os.environ.get("LAZY_SHAPE_CACHE_SIZE", "100000"))
+
+
+class _Untraceable(Exception):
+    """The op cannot be recorded; run it eagerly instead."""
+
+
+def _device_mismatch(other: torch.Tensor) -> RuntimeError:
+    return RuntimeError(
+        "Expected all tensors to be on the same device, but found at least two devices, "
+        f"lazy:0 and {other.device}!"
+    )
+
+
+class _Converter:
+    """Replaces tensors with IR values and lifts scalars, building the cache key."""
+
+    __slots__ = ("operands", "location")
+
+    def __init__(self, location: Any) -> None:
+        self.operands: list[Output] = []
+        self.location = location
+
+    def conv(self, x: Any, scalar_ok: bool) -> tuple[Any, Any]:
+        if isinstance(x, LazyTensor):
+            out = x._lz_value()
+            self.operands.append(out)
+            return out, out.meta
+        if isinstance(x, torch.Tensor):
+            if x.dim() == 0 and x.device.type == "cpu":
+                out = upload(x, self.location)
+                self.operands.append(out)
+                return out, out.meta
+            raise _device_mismatch(x)
+        t = type(x)
+        if scalar_ok and (t is float or t is int) and x != 0 and x != 1:
+            out = Output(ScalarParam(x, self.location))
+            self.operands.append(out)
+            return out, ("P", t)
+        if t is list or t is tuple:
+            pairs = [self.conv(v, scalar_ok) for v in x]
+            return t(p[0] for p in pairs), (t, tuple(p[1] for p in pairs))
+        if t is float and x != x:
+            return x, ("nan",)
+        return x, x
+
+
+def _meta_arg(x: Any) -> Any:
+    if isinstance(x, Output):
+        node = x.node
+        if isinstance(node, ScalarParam):
+            return node.value
+        m = x.meta
+        return torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta")
+    if isinstance(x, list):
+        return [_meta_arg(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_meta_arg(v) for v in x)
+    return x
+
+
+def _template(result: Any, metas: list[TensorMeta | None]) -> Any:
+    if isinstance(result, torch.Tensor):
+        metas.append(TensorMeta.of(result))
+        return _Slot(len(metas) - 1)
+    if isinstance(result, list | tuple):
+        return type(result)(_template(r, metas) for r in result)
+    if result is None:
+        # Keep positions aligned with the op's returns (e.g. a masked-out grad).
+        metas.append(None)
+        return None
+    raise _Untraceable(f"non-tensor result {type(result).__name__}")
+
+
+def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tuple, Any]:
+    cache_key = (op, key)
+    hit = _shape_cache.get(cache_key)
+    if hit is not None:
+        return hit
+    margs = _meta_arg(args)
+    mkwargs = {k: _meta_arg(v) for k, v in kwargs.items()}
+    if p.has_device_arg:
+        mkwargs["device"] = torch.device("meta")
+    with metrics.timed("shape_inference"):
+        try:
+            result = op(*margs, **mkwargs)
+        except (NotImplementedError, RuntimeError, TypeError, ValueError) as e:
+            msg = str(e)
+            if "meta" in msg.lower() or "data-dependent" in msg or "DynamicOutputShape" in type(e).__name__ \
+                    or isinstance(e, NotImplementedError):
+                raise _Untraceable(f"no meta kernel: {msg.splitlines()[0] if msg else type(e).__name__}") from e
+            raise
+        except Exception as e:  # DataDependentOutputException and friends
+            raise _Untraceable(f"{type(e).__name__}: {e}") from e
+    metas: list[TensorMeta | None] = []
+    template = _template(result, metas)
+    entry = (tuple(metas), template)
+    if len(_shape_cache) < _SHAPE_CACHE_LIMIT:
+        _shape_cache[cache_key] = entry
+    return entry
+
+
+def _normalize_device_kwargs(p: OpPlan, kwargs: dict) -> dict:
+    """Drop ``device=lazy`` from factory-like ops: the value lives where the graph runs."""
+    if p.has_device_arg:
+        dev = kwargs.get("device")
+        if dev is not None and torch.device(dev).type == LAZY:
+            kwargs = dict(kwargs)
+            del kwargs["device"]
+    return kwargs
+
+
+def record(op: Any, args: tuple, kwargs: dict, location: Any = None) -> tuple[Node, Any]:
+    """Record ``op`` and return its node and output template."""
+    p = plan(op)
+    if location is None:
+        location = source_location.current(3)
+    kwargs = _normalize_device_kwargs(p, kwargs)
+    conv = _Converter(location)
+    sp = p.scalar_positions
+    cargs, akeys = [], []
+    for i, a in enumerate(args):
+        c, k = conv.conv(a, i in sp)
+        cargs.append(c)
+        akeys.append(k)
+    ckwargs, kkeys = {}, []
+    sa = p.scalar_args
+    for name, v in kwargs.items():
+        c, k = conv.conv(v, name in sa)
+        ckwargs[name] = c
+        kkeys.append((name, k))
+    key = (tuple(akeys), tuple(kkeys))
+    cargs_t = tuple(cargs)
+    metas, template = _infer(op, p, cargs_t, ckwargs, key)
+    node = Node(op, cargs_t, ckwargs, tuple(conv.operands), metas, location, key)
+    metrics.counter_add("trace_op")
+    return node, template
+
+
+def record_output(op: Any, args: tuple, kwargs: dict) -> Output:
+    """Record a single-result op on IR values (used for views and write-backs)."""
+    node, template = record(op, args, kwargs)
+    assert isinstance(template, _Slot)
+    return Output(node, template.i)
+
+
+def _wrap(node: Node, template: Any, device: int = 0) -> Any:
+    if isinstance(template, _Slot):
+        storage = Storage(Output(node, template.i), device)
+        executor().track(storage)
+        return LazyTensor(storage, (), node.metas[template.i])
+    if isinstance(template, list | tuple):
+        return type(template)(_wrap(node, t, device) for t in template)
+    return template
+
+
+def wrap_output(out: Output, device: int = 0) -> LazyTensor:
+    storage = Storage(out, device)
+    executor().track(storage)
+    return LazyTensor(storage, (), out.meta)
+
+
+def upload(t: torch.Tensor, location: Any = None) -> Output:
+    """Copy a CPU tensor to the backend device as a DeviceData leaf."""
+    backend = active_backend()
+    t = t.detach()
+    with metrics.timed("transfer_to_device"):
+        data = backend.make_backend_data(t, backend.default_device())
+    metrics.counter_add("transfer_to_device_bytes", t.numel() * t.element_size())
+    return Output(DeviceData(data, TensorMeta.of(t), location))
+
+
+def from_cpu(t: torch.Tensor, device: int = 0) -> LazyTensor:
+    """A new lazy tensor holding a copy of CPU tensor ``t``."""
+    return wrap_output(upload(t), device)
+
+
+def materialize(t: LazyTensor, reason: str) -> torch.Tensor:
+    """The CPU value of ``t``, executing pending work if needed (memoized)."""
+    return executor().to_host(t, reason)
+
+
+# ---------------------------------------------------------------------------
+# Dispatch
+
+
+_COMPOSITE = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
+
+
+def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
+    special = fallback.SPECIAL_HANDLERS.get(func)
+    if special is not None:
+        return special(func, args, kwargs)
+    p = plan(func)
+    if p.decompose:
+        # _foreach_* ops: their composite kernel loops over the per-tensor op,
+        # which comes back here; backends never see list-valued ops.
+        return func.redispatch(_COMPOSITE, *args, **kwargs)
+    if p.returns_python_scalar or p.dynamic_shape or p.inplace_view:
+        return fallback.run_eagerly(func, args, kwargs, why="data-dependent" if not p.inplace_view else "inplace-view")
+    if p.random:
+        return fallback.run_random(func, p, args, kwargs)
+    if not active_backend().supports_op(func):
+        return fallback.run_eagerly(func, args, kwargs, why="unsupported by backend")
+    if p.is_view:
+        return _view(func, p, args, kwargs)
+    if p.mutated:
+        return _mutate(func, p, args, kwargs)
+    try:
+        node, template = record(func, args, kwargs)
+    except _Untraceable as e:
+        return fallback.run_eagerly(func, args, kwargs, why=str(e))
+    return _wrap(node, template, _device_of(args))
+
+
+def _device_of(args: tuple) -> int:
+    for a in args:
+        if isinstance(a, LazyTensor):
+            return a._lz_storage.device
+    return 0
+
+
+_IDENTITY_VIEWS = {aten.detach.default, aten.alias.default}
+
+
+def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
+    base = args[0]
+    if not isinstance(base, LazyTensor):
+        # A view of a CPU tensor with lazy arguments elsewhere: not a view of ours.
+        return fallback.run_eagerly(func, args, kwargs, why="view of a non-lazy tensor")
+    rest = args[1:]
+    if func in _IDENTITY_VIEWS:
+        # alias/detach: same value, no node (autograd makes many of these).
+        view = LazyTensor(base._lz_storage, base._lz_view + (ViewStep(func, rest, kwargs, tuple(base.shape)),),
+                          TensorMeta(tuple(base.shape), base.dtype, tuple(base.stride())))
+        view._lz_cache = (base._lz_storage.value, base._lz_value())
+        return view
+    try:
+        node, template = record(func, args, kwargs)
+    except _Untraceable as e:
+        return fallback.run_eagerly(func, args, kwargs, why=str(e))
+    in_shape = tuple(base.shape)
+    if isinstance(template, _Slot):
+        step = ViewStep(func, rest, kwargs, in_shape)
+        view = LazyTensor(base._lz_storage, base._lz_view + (step,), node.metas[template.i])
+        view._lz_cache = (base._lz_storage.value, Output(node, template.i))
+        return view
+    steps = split_views(func, rest, kwargs, in_shape)
+    if steps is None:
+        raise NotImplementedError(f"multi-output view op {func} is not supported on lazy tensors")
+    outs = []
+    for step in steps:
+        value = step.apply(record_output, base._lz_value())
+        view = LazyTensor(base._lz_storage, base._lz_view + (step,), value.meta)
+        view._lz_cache = (base._lz_storage.value, value)
+        outs.append(view)
+    return type(template)(outs)
+
+
+def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
+    if p.functional is None:
+        return fallback.run_eagerly(func, args, kwargs, why="no functional variant")
+    if p.is_out_variant:
+        targets = [kwargs[m] for m in p.mutated]
+        fargs, fkwargs = args, {k: v for k, v in kwargs.items() if k not in p.mutated}
+    else:
+        targets = [args[p.arg_index[m]] if p.arg_index[m] < len(args) else kwargs[m] for m in p.mutated]
+        fargs, fkwargs = args, kwargs
+    flat_targets: list[Any] = []
+    for t in targets:
+        flat_targets.extend(t if isinstance(t, list | tuple) else [t])
+    if not all(isinstance(t, LazyTensor) for t in flat_targets):
+        bad = next(t for t in flat_targets if not isinstance(t, LazyTensor))
+        raise _device_mismatch(bad)
+    try:
+        node, template = record(p.functional, fargs, fkwargs)
+    except _Untraceable as e:
+        return fallback.run_eagerly(func, args, kwargs, why=str(e))
+    slots: list[_Slot] = []
+    _collect_slots(template, slots)
+    if len(slots) < len(flat_targets):
+        raise NotImplementedError(f"cannot map results of {p.functional} onto the outputs of {func}")
+    for target, slot in zip(flat_targets, slots):
+        if tuple(target.shape) != node.metas[slot.i].shape and p.is_out_variant:
+            raise NotImplementedError(
+                f"{func}: resizing an out= lazy tensor from {list(target.shape)} to "
+                f"{list(node.metas[slot.i].shape)} is not supported; allocate the right shape"
+            )
+        target._lz_assign(Output(node, slot.i))
+    return _mutation_result(func, p, args, kwargs, targets)
+
+
+def _collect_slots(template: Any, out: list[_Slot]) -> None:
+    if isinstance(template, _Slot):
+        out.append(template)
+    elif isinstance(template, list | tuple):
+        for t in template:
+            _collect_slots(t, out)
+
+
+def _mutation_result(func: Any, p: OpPlan, args: tuple, kwargs: dict, targets: list[Any]) -> Any:
+    returns = func._schema.returns
+    if not returns:
+        return None
+    if len(returns) == 1:
+        return targets[0]
+    return tuple(targets)

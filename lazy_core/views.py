@@ -1,0 +1,159 @@
+"""Storages, view chains and the inverse view ops that make in-place ops functional.
+
+A ``Storage`` is the functional stand-in for a buffer: it holds the current
+IR value of a base tensor. A view is a base storage plus a chain of view
+steps; reading it applies the steps to the storage's current value, so a
+write to the base is seen by every view. Writing to a view runs the chain
+backwards with each step's inverse (``permute`` by the inverse permutation,
+``slice`` by ``slice_scatter``, ...) and stores the new base value. This is
+the functional substitution the LazyTensor paper describes, and what
+PyTorch's functionalization does in C++.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .ir import Output
+
+aten = torch.ops.aten
+
+# record(op, args, kwargs) -> Output; installed by lazy_core.tensor.
+Recorder = Callable[[Any, tuple, dict], Output]
+
+
+class Storage:
+    """The current value of a base tensor. Live storages with pending values
+    are the outputs of the next graph."""
+
+    __slots__ = ("value", "device", "seq", "__weakref__")
+
+    def __init__(self, value: Output, device: int = 0) -> None:
+        self.value = value
+        self.device = device
+        #: Creation order: graph outputs are ordered by it, so the same program
+        #: always produces the same output order (and the same graph key).
+        self.seq = -1
+
+
+_RESHAPES = {
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "unsqueeze", "squeeze",
+    "view_as", "flatten", "unflatten", "expand", "expand_as", "view_copy",
+}
+_IDENTITY = {"alias", "detach", "lift_fresh", "lift", "_alias"}
+
+
+class ViewStep:
+    """One view op applied to the value below it: ``op(value, *rest)``."""
+
+    __slots__ = ("op", "rest", "kwargs", "in_shape")
+
+    def __init__(self, op: Any, rest: tuple, kwargs: dict, in_shape: tuple[int, ...]) -> None:
+        self.op = op
+        self.rest = rest
+        self.kwargs = kwargs
+        self.in_shape = in_shape
+
+    @property
+    def kind(self) -> str:
+        return self.op._schema.name.split("::")[-1]
+
+    def apply(self, record: Recorder, value: Output) -> Output:
+        if self.kind in _IDENTITY:
+            return value
+        return record(self.op, (value, *self.rest), self.kwargs)
+
+    def invert(self, record: Recorder, below: Output, updated: Output) -> Output:
+        """The new value below this step after the view's value became ``updated``."""
+        kind = self.kind
+        args = _bind(self.op, self.rest, self.kwargs)
+        if kind in _IDENTITY:
+            return updated
+        if kind in _RESHAPES:
+            if kind.startswith("expand") and _numel(self.in_shape) != _numel(updated.meta.shape):
+                raise RuntimeError(
+                    "unsupported operation: more than one element of the written-to tensor "
+                    "refers to a single memory location (in-place write to an expanded lazy view)"
+                )
+            return record(aten.view.default, (updated, list(self.in_shape)), {})
+        if kind == "permute":
+            dims = [d % len(self.in_shape) for d in args["dims"]]
+            inverse = [0] * len(dims)
+            for i, d in enumerate(dims):
+                inverse[d] = i
+            return record(aten.permute.default, (updated, inverse), {})
+        if kind == "t":
+            return record(aten.t.default, (updated,), {})
+        if kind == "transpose":
+            return record(aten.transpose.int, (updated, args["dim0"], args["dim1"]), {})
+        if kind == "slice":
+            return record(
+                aten.slice_scatter.default,
+                (below, updated, args.get("dim", 0), args.get("start"), args.get("end"), args.get("step", 1)),
+                {},
+            )
+        if kind == "select":
+            return record(aten.select_scatter.default, (below, updated, args["dim"], args["index"]), {})
+        if kind == "diagonal":
+            return record(
+                aten.diagonal_scatter.default,
+                (below, updated, args.get("offset", 0), args.get("dim1", 0), args.get("dim2", 1)),
+                {},
+            )
+        if kind == "as_strided":
+            return record(
+                aten.as_strided_scatter.default,
+                (below, updated, args["size"], args["stride"], args.get("storage_offset")),
+                {},
+            )
+        raise NotImplementedError(
+            f"in-place update through the view op {self.op} is not supported on lazy tensors; "
+            "clone the view, update it, and copy it back"
+        )
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _bind(op: Any, rest: tuple, kwargs: dict) -> dict[str, Any]:
+    """Name the arguments after ``self`` (defaults filled in)."""
+    out: dict[str, Any] = {}
+    schema_args = op._schema.arguments[1:]
+    for i, a in enumerate(schema_args):
+        if i < len(rest):
+            out[a.name] = rest[i]
+        elif a.name in kwargs:
+            out[a.name] = kwargs[a.name]
+        elif a.has_default_value():
+            out[a.name] = a.default_value
+    return out
+
+
+def split_views(op: Any, rest: tuple, kwargs: dict, in_shape: tuple[int, ...]) -> list[ViewStep] | None:
+    """Multi-output views (split, unbind, ...) as one single-output step per result."""
+    kind = op._schema.name.split("::")[-1]
+    args = _bind(op, rest, kwargs)
+    dim = args.get("dim", 0) % max(len(in_shape), 1)
+    size = in_shape[dim] if in_shape else 0
+    if kind in ("split", "unsafe_split"):
+        step = args["split_size"]
+        bounds = [(s, min(s + step, size)) for s in range(0, size, step)] if step > 0 else [(0, 0)]
+        if not bounds:
+            bounds = [(0, 0)]
+    elif kind in ("split_with_sizes", "unsafe_split_with_sizes"):
+        bounds, start = [], 0
+        for s in args["split_sizes"]:
+            bounds.append((start, start + s))
+            start += s
+    elif kind == "unbind":
+        return [ViewStep(aten.select.int, (dim, i), {}, in_shape) for i in range(size)]
+    else:
+        return None
+    return [ViewStep(aten.slice.Tensor, (dim, a, b, 1), {}, in_shape) for a, b in bounds]

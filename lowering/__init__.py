@@ -1,0 +1,15 @@
+"""lowering: lazy_core's IR -> torch-dialect MLIR, and pipelines to backend contracts.
+
+Knows lazy_core's IR and torch-mlir; knows no backend.
+"""
+
+from .computation import ArgInfo, Computation, ResultInfo
+from .context import LoweringContext, lower_graph, mlir_context
+from .errors import LoweringError
+from .pipelines import TARGETS, lower, pipeline_for
+from .supported_ops import is_importable
+
+__all__ = [
+    "ArgInfo", "Computation", "LoweringContext", "LoweringError", "ResultInfo", "TARGETS",
+    "is_importable", "lower", "lower_graph", "mlir_context", "pipeline_for",
+]

@@ -1,0 +1,168 @@
+"""LoweringContext: lazy IR -> torch-dialect MLIR.
+
+The post-ordered nodes become a ``torch.fx.Graph`` (one call per node, with
+meta tensors for types and the user's file:line as the stack trace), and
+torch-mlir's ``FxImporter.import_stateless_graph`` turns that into a
+``func.func`` over ``!torch.vtensor`` values. Going through FX means every
+ATen op that has a torch-dialect definition lowers without per-op code here,
+and the importer emits each node's location as ``loc("file":line:0)``.
+
+Scalar parameters arrive as 0-d tensors and are turned back into scalars
+with ``aten.item`` inside the function, so the op sees a ``!torch.float``
+exactly as it would a Python number.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from typing import Any
+
+import torch
+from torch.fx import Graph
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
+
+from lazy_core import metrics
+from lazy_core.graph import LazyGraph
+from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
+
+from .computation import ArgInfo, Computation, ResultInfo
+from .errors import LoweringError
+
+_tls = threading.local()
+
+
+def mlir_context() -> Any:
+    """One MLIR context per thread with the torch dialect registered."""
+    ctx = getattr(_tls, "ctx", None)
+    if ctx is None:
+        from torch_mlir import ir
+        from torch_mlir.dialects import torch as torch_d
+
+        ctx = ir.Context()
+        torch_d.register_dialect(ctx)
+        _tls.ctx = ctx
+    return ctx
+
+
+def _meta_tensor(m: TensorMeta) -> torch.Tensor:
+    return torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta")
+
+
+def _set_meta(fx_node: Any, val: Any) -> None:
+    fx_node.meta["val"] = val
+    if isinstance(val, torch.Tensor):
+        fx_node.meta["tensor_meta"] = _extract_tensor_metadata(val)
+
+
+def _stack_trace(node: Node) -> str | None:
+    loc = node.location
+    if loc is None:
+        return None
+    return f'  File "{loc.filename}", line {loc.line}, in {loc.function}\n'
+
+
+class LoweringContext:
+    """Builds one Computation from one LazyGraph."""
+
+    def __init__(self, graph: LazyGraph) -> None:
+        self.graph = graph
+        self._values: dict[tuple[int, int], Any] = {}
+        self._fx = Graph()
+
+    def _value(self, out: Output) -> Any:
+        return self._values[id(out.node), out.index]
+
+    def _map(self, x: Any) -> Any:
+        if isinstance(x, Output):
+            return self._value(x)
+        if isinstance(x, list):
+            return [self._map(v) for v in x]
+        if isinstance(x, tuple):
+            return tuple(self._map(v) for v in x)
+        if isinstance(x, torch.device):
+            return None
+        return x
+
+    def build_fx(self) -> Graph:
+        g = self._fx
+        args: list[ArgInfo] = []
+        for i, leaf in enumerate(self.graph.inputs):
+            meta = leaf.metas[0]
+            ph = g.placeholder(f"arg{i}")
+            _set_meta(ph, _meta_tensor(meta))
+            if isinstance(leaf, ScalarParam):
+                item = g.call_function(torch.ops.aten.item.default, (ph,))
+                item.meta["val"] = leaf.value
+                if leaf.location is not None:
+                    item.meta["stack_trace"] = _stack_trace(leaf)
+                self._values[id(leaf), 0] = item
+                args.append(ArgInfo("scalar_param", (), meta.dtype))
+            else:
+                self._values[id(leaf), 0] = ph
+                args.append(ArgInfo("device_data", meta.shape, meta.dtype))
+        self._args = args
+        for node in self.graph.nodes:
+            call = g.call_function(node.op, self._map(node.args), {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)})
+            trace = _stack_trace(node)
+            if trace:
+                call.meta["stack_trace"] = trace
+            returns = node.op._schema.returns
+            single = len(returns) == 1 and str(returns[0].type) == "Tensor"
+            if single:
+                _set_meta(call, _meta_tensor(node.metas[0]))
+                self._values[id(node), 0] = call
+            else:
+                vals = tuple(_meta_tensor(m) if m is not None else None for m in node.metas)
+                call.meta["val"] = vals
+                for i, m in enumerate(node.metas):
+                    if m is None:
+                        continue
+                    item = g.call_function(operator.getitem, (call, i))
+                    _set_meta(item, vals[i])
+                    if trace:
+                        item.meta["stack_trace"] = trace
+                    self._values[id(node), i] = item
+        outs = [self._value(o) for o in self.graph.outputs]
+        g.output(tuple(outs))
+        return g
+
+    def build(self) -> Computation:
+        """Import the graph into a fresh torch-dialect module."""
+        from torch_mlir.extras.fx_importer import FxImporter
+
+        with metrics.timed("lower_fx"):
+            g = self.build_fx()
+        ctx = mlir_context()
+        importer = FxImporter(context=ctx)
+        name = self.graph.name
+        try:
+            with metrics.timed("lower_import"):
+                importer.import_stateless_graph(g, func_name=name)
+        except Exception as e:
+            raise LoweringError(
+                f"torch-mlir could not import graph {name}: {type(e).__name__}: {e}",
+                node=_guess_node(self.graph, e),
+            ) from e
+        results = [ResultInfo(o.meta.shape, o.meta.dtype) for o in self.graph.outputs]
+        return Computation(
+            module=importer.module,
+            func_name=name,
+            graph_hash=self.graph.stable_hash,
+            args=self._args,
+            results=results,
+        )
+
+
+def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:
+    text = str(e)
+    for node in graph.nodes:
+        short = node.name.split(".")[1] if "." in node.name else node.name
+        if short and short in text:
+            return node
+    return None
+
+
+def lower_graph(graph: LazyGraph) -> Computation:
+    """LazyGraph -> torch-dialect Computation."""
+    return LoweringContext(graph).build()

@@ -1,0 +1,41 @@
+"""Which ATen ops the torch dialect can express.
+
+The importer maps ``aten.foo.overload`` to ``torch.aten.foo.overload`` (or
+``torch.aten.foo``); an op without such a definition cannot be imported at
+all, so the executor must run it eagerly instead of failing the whole graph.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+
+@lru_cache(maxsize=1)
+def torch_dialect_ops() -> frozenset[str]:
+    """Names like ``aten.add.Tensor`` and ``aten.relu`` defined by the torch dialect."""
+    from torch_mlir.dialects import _torch_ops_gen as gen
+
+    names = set()
+    for obj in vars(gen).values():
+        name = getattr(obj, "OPERATION_NAME", None)
+        if isinstance(name, str) and name.startswith("torch."):
+            names.add(name[len("torch."):])
+    return frozenset(names)
+
+
+@lru_cache(maxsize=4096)
+def _importable(packet: str, overload: str) -> bool:
+    ops = torch_dialect_ops()
+    if overload and overload != "default" and f"aten.{packet}.{overload}" in ops:
+        return True
+    return f"aten.{packet}" in ops or f"aten.{packet}.{overload}" in ops
+
+
+def is_importable(op: Any) -> bool:
+    """Whether ``op`` (an OpOverload) has a torch-dialect definition."""
+    schema = op._schema
+    ns, _, packet = schema.name.partition("::")
+    if ns != "aten":
+        return ns == "prims"
+    return _importable(packet, schema.overload_name)
