@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 import lowering
-from lazy_core.backend import BackendData, BackendDevice
+from lazy_core.backend import BackendData, BackendDevice, CompileError
 from lazy_core.graph import LazyGraph
 
 from .mlir_backend import MlirBackend
@@ -76,7 +76,8 @@ def _refback_pipeline(runtime_checks: bool) -> str:
         passes.append("generate-runtime-verification")
     passes += [
         "func.func(refback-expand-ops-for-llvm)",
-        "func.func(arith-expand)",
+        "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",
+        "func.func(arith-expand{include-bf16=true})",
         "func.func(convert-math-to-llvm)",
         "convert-math-to-libm",
         "expand-strided-metadata",
@@ -193,21 +194,31 @@ class ReferenceBackend(MlirBackend):
         return super().supports_op(op)
 
     def lower(self, graph: LazyGraph) -> lowering.Computation:
-        return lowering.lower_graph(graph)
+        # The RefBackend calling convention has no bf16 buffers: widen at the boundary.
+        return lowering.lower_graph(graph, boundary_casts={torch.bfloat16: torch.float32})
 
     def compile(self, computations: Sequence[lowering.Computation]) -> list[Any]:
         out = []
         for comp in computations:
+            if "bf16" in comp.mlir:
+                # LLVM soft-promotes bf16 through compiler-rt's __truncsfbf2,
+                # which MLIR's JIT does not provide.
+                raise CompileError(
+                    f"reference backend: bfloat16 is not supported by the MLIR JIT (graph {comp.func_name}); "
+                    "use iree-cpu for bf16"
+                )
             linalg = self.lower_to_target(comp)
             llvm = lowering.pipelines.run_pipeline(linalg, _refback_pipeline(self.runtime_checks), "llvm")
             exe = ReferenceExecutable(llvm.module, comp.func_name, self.opt_level, len(comp.results))
-            exe.result_dtypes = [r.dtype for r in comp.results]  # type: ignore[attr-defined]
+            exe.result_dtypes = [r.logical_dtype or r.dtype for r in comp.results]  # type: ignore[attr-defined]
+            exe.arg_dtypes = [a.dtype for a in comp.args]  # type: ignore[attr-defined]
             out.append(exe)
         return out
 
     def execute_computation(
         self, executable: Any, arguments: Sequence[BackendData], device: BackendDevice
     ) -> list[BackendData]:
-        inputs = [a.handle for a in arguments]
+        inputs = [a.handle if a.handle.dtype == d else a.handle.to(d)
+                  for a, d in zip(arguments, executable.arg_dtypes)]
         results = executable(inputs, executable.result_dtypes)
         return [BackendData(r, r.shape, r.dtype, device) for r in results]

@@ -56,7 +56,22 @@ def ir_text(tensors: Sequence[Any]) -> str:
 
 def ir_dot(tensors: Sequence[Any]) -> str:
     """The pending IR as a Graphviz DOT digraph."""
-    graph = _graph_of(tensors)
+    return graph_dot(_graph_of(tensors))
+
+
+def explain(enable: bool = True) -> None:
+    """Print why graphs recompile and what forced each execution (as ``LAZY_DEBUG=1`` does).
+
+    Messages appear as they happen, and a summary is printed at exit; see
+    ``lazy_core.diagnostics`` for the records themselves.
+    """
+    from . import diagnostics
+
+    diagnostics.explain(enable)
+
+
+def graph_dot(graph: LazyGraph) -> str:
+    """``graph`` as a Graphviz DOT digraph (one box per op, with its user line)."""
     names = _names(graph)
     lines = ["digraph lazy {", "  rankdir=TB;"]
     for n in graph.inputs:

@@ -64,6 +64,15 @@ class GraphExecutor:
         self._reason = threading.local()
         self._warned: set[str] = set()
         self.hooks: list[Any] = []
+        # Diagnostics hook points (lazy_core.diagnostics, step_guard, closures, graph_limits):
+        # pre_hooks(graph, reason, is_cache_miss) run before compiling/executing and may raise
+        # to stop the execution; step_hooks() run at the end of mark_step(); track_hooks()
+        # run every ``track_hook_every`` value changes (the graph-size safety net).
+        self.pre_hooks: list[Any] = []
+        self.step_hooks: list[Any] = []
+        self.track_hooks: list[Any] = []
+        self.track_hook_every = 256
+        self._tracks = 0
 
     # -- registry ----------------------------------------------------------------
     def track(self, storage: Storage) -> None:
@@ -71,6 +80,12 @@ class GraphExecutor:
             self._seq += 1
             storage.seq = self._seq
             self._live[self._seq] = storage
+        if self.track_hooks:
+            self._tracks += 1
+            if self._tracks >= self.track_hook_every:
+                self._tracks = 0
+                for hook in self.track_hooks:
+                    hook()
 
     def live_storages(self) -> list[Storage]:
         return [s for s in self._live.values()]
@@ -98,6 +113,8 @@ class GraphExecutor:
         if pending:
             self._execute(pending, [], "mark_step")
         metrics.counter_add("mark_step")
+        for hook in self.step_hooks:
+            hook()
 
     def to_host(self, tensor: LazyTensor, reason: str) -> torch.Tensor:
         return self.to_host_many([tensor], reason)[0]
@@ -180,6 +197,8 @@ class GraphExecutor:
             graph = build_graph(roots)
         metrics.counter_add(f"execute_reason::{reason.split(' ')[0]}")
         entry = self._cache.get(graph.key)
+        for hook in self.pre_hooks:
+            hook(graph, reason, entry is None)
         if entry is None:
             metrics.counter_add("cache_miss")
             entry = self._compile(backend, graph)
@@ -228,7 +247,6 @@ class GraphExecutor:
             with metrics.timed("compile"):
                 [executable] = backend.compile([computation])
             metrics.counter_add("compile")
-            _dump(graph, computation)
             return _CacheEntry(executable, computation, False, graph.name)
         except Exception as e:
             if _strict():
@@ -284,21 +302,6 @@ class GraphExecutor:
                 host = old.to_host(node.data)
                 s.value = Output(DeviceData(new.make_backend_data(host, new.default_device()), node.metas[0]))
         self._cache.clear()
-
-
-def _dump(graph: LazyGraph, computation: Any) -> None:
-    directory = os.environ.get("LAZY_DUMP_DIR")
-    if not directory:
-        return
-    from .debug import graph_text
-
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, f"{graph.name}.ir.txt"), "w") as f:
-        f.write(graph_text(graph))
-    mlir = getattr(computation, "mlir", None)
-    if mlir:
-        with open(os.path.join(directory, f"{graph.name}.torch.mlir"), "w") as f:
-            f.write(mlir)
 
 
 _executor: GraphExecutor | None = None

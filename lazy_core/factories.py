@@ -41,6 +41,38 @@ def _empty_strided(size: Any, stride: Any, dtype: Any = None, layout: Any = None
     return t
 
 
+# Factories whose composite kernels allocate ``empty(0)`` and then resize it
+# through an ``out=`` op. Lazy tensors have fixed shapes, so these are computed
+# on the CPU (cheap, exact, and the same random numbers for randperm) and
+# uploaded as device data.
+_HOST_FACTORIES = [
+    "arange", "arange.start", "arange.start_step", "range", "range.step",
+    "linspace", "logspace", "randperm", "randperm.generator", "eye", "eye.m",
+    "scalar_tensor", "tril_indices", "triu_indices",
+]
+
+
+def _host_factory(op: Any) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
+        from .tensor import from_cpu
+
+        device = kwargs.pop("device", None)
+        kwargs.pop("pin_memory", None)
+        host = op(*args, device="cpu", **kwargs)
+        index = torch.device(device).index if device is not None else None
+        return from_cpu(host, index or 0)
+
+    return kernel
+
+
+def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    # Reached when PyTorch copies into a lazy tensor with Python dispatch
+    # excluded (``torch.tensor(data, device="lazy")``).
+    from .fallback import copy_into
+
+    return copy_into(dst, src)
+
+
 def register() -> None:
     """Install the Lazy-key kernels (idempotent)."""
     global _lib
@@ -49,6 +81,11 @@ def register() -> None:
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("empty.memory_format", _empty, "Lazy")
     lib.impl("empty_strided", _empty_strided, "Lazy")
+    lib.impl("_copy_from", _copy_from, "Lazy")
+    for name in _HOST_FACTORIES:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(torch.ops.aten, packet), overload or "default")
+        lib.impl(name, _host_factory(op), "Lazy")
     _lib = lib
 
 

@@ -132,7 +132,11 @@ def _native_dropout(args: tuple, kwargs: dict) -> Any:
 
 
 def _copy_(func: Any, args: tuple, kwargs: dict) -> Any:
-    dst, src = args[0], args[1]
+    return copy_into(args[0], args[1])
+
+
+def copy_into(dst: Any, src: Any) -> Any:
+    """``dst.copy_(src)`` where at least one side is lazy: the only transfer points."""
     if isinstance(dst, _t.LazyTensor):
         if isinstance(src, _t.LazyTensor):
             dst._lz_assign(src._lz_value())
@@ -154,7 +158,9 @@ def _to_copy(func: Any, args: tuple, kwargs: dict) -> Any:
             rest = {k: v for k, v in kwargs.items() if k not in ("device", "non_blocking", "pin_memory")}
             if rest.get("dtype", src.dtype) == src.dtype and len(rest) <= 1 and "memory_format" not in rest:
                 return _t.dispatch(aten.clone.default, (src,), {})
-            return _t.dispatch(aten._to_copy.default, (src,), rest)
+            # Record it directly: dispatch() would route _to_copy back here.
+            node, template = _t.record(aten._to_copy.default, (src,), rest)
+            return _t._wrap(node, template, src._lz_storage.device)
         host = executor().to_host(src, "to cpu")
         rest = {k: v for k, v in kwargs.items() if k != "device"}
         return aten._to_copy.default(host, device=device, **rest)

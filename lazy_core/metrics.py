@@ -18,7 +18,13 @@ _counters: Counter[str] = Counter()
 _timers: dict[str, list[float]] = defaultdict(list)
 # Where fallbacks happened in user code: "aten.nonzero" -> Counter of "file:line".
 _fallback_sites: dict[str, Counter[str]] = defaultdict(Counter)
+# Cumulative [count, total seconds] per timer: samples are trimmed, these are not.
+_timer_totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+# What forced each execution: "mark_step" / "item()" / "fallback aten.nonzero" -> Counter of "file:line".
+_execution_sites: dict[str, Counter[str]] = defaultdict(Counter)
 _MAX_SAMPLES = 10_000
+#: Called as hook(op_name, site) after each recorded fallback (lazy_core.step_guard uses it).
+fallback_hooks: list = []
 
 
 def counter_add(name: str, value: int = 1) -> None:
@@ -33,6 +39,9 @@ def record_time(name: str, seconds: float) -> None:
         # Keep memory flat in long loops; the newest samples matter most.
         del samples[: _MAX_SAMPLES // 2]
     samples.append(seconds)
+    totals = _timer_totals[name]
+    totals[0] += 1
+    totals[1] += seconds
 
 
 @contextmanager
@@ -49,6 +58,13 @@ def record_fallback(op_name: str, site: str | None) -> None:
     """Count one eager fallback of ``op_name`` at user source ``site``."""
     _counters[f"fallback::{op_name}"] += 1
     _fallback_sites[op_name][site or "<unknown>"] += 1
+    for hook in fallback_hooks:
+        hook(op_name, site)
+
+
+def record_execution(cause: str, site: str | None) -> None:
+    """Count one graph execution forced by ``cause`` (``mark_step``, ``item()`` ...) at ``site``."""
+    _execution_sites[cause][site or "<unknown>"] += 1
 
 
 def counters() -> dict[str, int]:
@@ -68,10 +84,11 @@ def timers() -> dict[str, dict[str, float]]:
         if not samples:
             continue
         ordered = sorted(samples)
+        count, total = _timer_totals[name]
         out[name] = {
-            "count": len(samples),
-            "total": sum(samples),
-            "mean": statistics.fmean(samples),
+            "count": count,
+            "total": total,
+            "mean": total / count if count else statistics.fmean(samples),
             "p50": ordered[len(ordered) // 2],
             "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
         }
@@ -83,11 +100,29 @@ def fallback_sites() -> dict[str, dict[str, int]]:
     return {op: dict(sites) for op, sites in _fallback_sites.items()}
 
 
+def execution_sites() -> dict[str, dict[str, int]]:
+    """Executions by cause, then by user source line."""
+    return {cause: dict(sites) for cause, sites in _execution_sites.items()}
+
+
 def reset() -> None:
     """Clear every counter and timer (e.g. after warm-up)."""
     _counters.clear()
     _timers.clear()
     _fallback_sites.clear()
+    _timer_totals.clear()
+    _execution_sites.clear()
+
+
+# -- the report ------------------------------------------------------------------------
+# Names PyTorch/XLA and LTC users already read in their metrics reports, next to ours.
+_XLA_NAMES = {
+    "mark_step": "MarkStep",
+    "cache_hit": "CachedCompile",
+    "compile": "UncachedCompile",
+    "cache_miss": "CompileCacheMiss",
+}
+_TIMER_XLA_NAMES = {"compile": "CompileTime", "execute": "ExecuteTime", "lower": "LoweringTime"}
 
 
 def _fmt_seconds(s: float) -> str:
@@ -98,25 +133,114 @@ def _fmt_seconds(s: float) -> str:
     return f"{s * 1e6:.1f}us"
 
 
+def _fmt_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n:,d} B" if unit == "B" else f"{value:.2f} {unit} ({n:,d} B)"
+        value /= 1024
+    return f"{n:,d} B"
+
+
+def _table(title: str, header: list[str], rows: list[list[str]], align: str) -> list[str]:
+    """Fixed-width columns; ``align`` has one letter per column, ``l`` or ``r``."""
+    if not rows:
+        return []
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    def line(cells: list[str]) -> str:
+        parts = [
+            str(c).ljust(w) if align[i] == "l" else str(c).rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths))
+        ]
+        return "  " + "  ".join(parts).rstrip()
+    rule = "  " + "  ".join("-" * w for w in widths)
+    return [title, line(header), rule, *[line(r) for r in rows], ""]
+
+
+_TRANSFERS = (("host -> device", "transfer_to_device"), ("device -> host", "transfer_to_host"))
+
+
 def report() -> str:
-    """A human-readable table of counters, timers and fallbacks."""
-    lines = ["Counters:"]
-    for name in sorted(_counters):
-        value = _counters[name]
-        if name.endswith("_bytes"):
-            lines.append(f"  {name:<40} {value:>12,d} B")
-        else:
-            lines.append(f"  {name:<40} {value:>12,d}")
-    lines.append("Timers:")
-    lines.append(f"  {'name':<24} {'count':>8} {'total':>12} {'mean':>12} {'p50':>12} {'p99':>12}")
-    for name, t in sorted(timers().items()):
-        lines.append(
-            f"  {name:<24} {int(t['count']):>8d} {_fmt_seconds(t['total']):>12}"
-            f" {_fmt_seconds(t['mean']):>12} {_fmt_seconds(t['p50']):>12} {_fmt_seconds(t['p99']):>12}"
-        )
-    if _fallback_sites:
-        lines.append("Fallbacks (op @ user line: count):")
-        for op, sites in sorted(_fallback_sites.items()):
-            for site, n in sites.most_common():
-                lines.append(f"  {op} @ {site}: {n}")
-    return "\n".join(lines)
+    """A human-readable report: counters, timers, transfers, executions and fallbacks.
+
+    The layout follows the PyTorch/XLA and LTC metrics reports (the second
+    column of the counter table gives their name where one exists), with two
+    tables they lack: what forced each execution, and fallbacks by user line.
+    """
+    out = ["lazy_core metrics report", "=" * 24, ""]
+    shown_elsewhere = {name for _, name in _TRANSFERS} | {f"{n}_bytes" for _, n in _TRANSFERS}
+    shown_elsewhere |= {f"fallback::{op}" for op in _fallback_sites}
+    rows = [
+        [name, _XLA_NAMES.get(name, ""), f"{_counters[name]:,d}"]
+        for name in sorted(_counters)
+        if name not in shown_elsewhere
+    ]
+    out += _table("Counters", ["counter", "xla name", "value"], rows, "llr")
+    t = timers()
+    rows = [
+        [name, _TIMER_XLA_NAMES.get(name, ""), f"{int(v['count']):,d}", _fmt_seconds(v["total"]),
+         _fmt_seconds(v["mean"]), _fmt_seconds(v["p50"]), _fmt_seconds(v["p99"])]
+        for name, v in sorted(t.items())
+        if name not in shown_elsewhere
+    ]
+    out += _table("Timers", ["timer", "xla name", "count", "total", "mean", "p50", "p99"], rows, "llrrrrr")
+    rows = []
+    for direction, name in _TRANSFERS:
+        nbytes = _counters.get(f"{name}_bytes", 0)
+        timing = t.get(name)
+        if timing is None and not nbytes:
+            continue
+        count = int(timing["count"]) if timing else 0
+        total = _fmt_seconds(timing["total"]) if timing else "-"
+        rows.append([direction, f"{count:,d}", _fmt_bytes(nbytes), total])
+    out += _table("Transfers", ["direction", "count", "bytes", "time"], rows, "lrrr")
+    rows = [
+        [cause, site, f"{n:,d}"]
+        for cause, sites in sorted(_execution_sites.items())
+        for site, n in sites.most_common()
+    ]
+    out += _table("Executions by cause", ["cause", "user line", "count"], rows, "llr")
+    rows = [
+        [op, f"{sum(sites.values()):,d}", ", ".join(f"{s} ({n})" for s, n in sites.most_common(3))
+         + (", ..." if len(sites) > 3 else "")]
+        for op, sites in sorted(_fallback_sites.items(), key=lambda kv: -sum(kv[1].values()))
+    ]
+    out += _table("Fallbacks by op (ran eagerly on the CPU)", ["op", "count", "user lines"], rows, "lrl")
+    by_line: dict[str, Counter[str]] = defaultdict(Counter)
+    for op, sites in _fallback_sites.items():
+        for site, n in sites.items():
+            by_line[site][op] += n
+    rows = [
+        [site, f"{sum(ops.values()):,d}", ", ".join(f"{op} ({n})" for op, n in ops.most_common())]
+        for site, ops in sorted(by_line.items(), key=lambda kv: -sum(kv[1].values()))
+    ]
+    out += _table("Fallbacks by user line", ["user line", "count", "ops"], rows, "lrl")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# -- deltas (for per-computation dumps and step-by-step reports) -----------------------
+def snapshot() -> dict[str, dict[str, float]]:
+    """Counters and cumulative timer totals now, to compare with later (``delta``)."""
+    return {
+        "counters": dict(_counters),
+        "timers": {name: (c, tot) for name, (c, tot) in _timer_totals.items()},
+    }
+
+
+def delta(since: dict[str, dict[str, float]]) -> str:
+    """What changed since ``snapshot()`` returned ``since``, as a small table."""
+    before_c = since.get("counters", {})
+    rows = [
+        [name, f"{_counters[name] - before_c.get(name, 0):+,d}"]
+        for name in sorted(_counters)
+        if _counters[name] != before_c.get(name, 0)
+    ]
+    out = _table("Counters (delta)", ["counter", "change"], rows, "lr")
+    before_t = since.get("timers", {})
+    rows = []
+    for name, (count, total) in sorted(_timer_totals.items()):
+        c0, t0 = before_t.get(name, (0, 0.0))
+        if count != c0:
+            rows.append([name, f"{int(count - c0):,d}", _fmt_seconds(total - t0)])
+    out += _table("Timers (delta)", ["timer", "count", "total"], rows, "lrr")
+    return "\n".join(out).rstrip() + "\n" if out else "no change\n"

@@ -72,7 +72,9 @@ def _make_plan(op: Any) -> OpPlan:
     )
     if base_name not in _SHAPE_DEPENDENT_SCALARS:
         p.scalar_args = frozenset(
-            a.name for a in schema.arguments if str(a.type) in ("number", "Optional[number]", "List[number]")
+            # Tensor-typed too: ``x * 0.1`` arrives as mul.Tensor(x, 0.1), a wrapped number.
+            a.name for a in schema.arguments
+            if str(a.type) in ("number", "Optional[number]", "List[number]", "Tensor", "Optional[Tensor]")
         )
     p.scalar_positions = frozenset(p.arg_index[n] for n in p.scalar_args)
     p.has_device_arg = "device" in p.arg_index

@@ -133,6 +133,19 @@ class LazyTensor(torch.Tensor):
             text = f"{text[:-1]}, requires_grad=True)"
         return text
 
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        # ``x.to("lazy")`` of a lazy tensor is ``x`` itself (like cuda:0 -> "cuda"),
+        # which keeps tied parameters tied through ``Module.to``.
+        device, dtype, _non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        if (
+            not kwargs.get("copy", False)
+            and (device is None or (device.type == LAZY and (device.index is None or device.index == self.device.index)))
+            and (dtype is None or dtype == self.dtype)
+            and memory_format in (None, torch.preserve_format)
+        ):
+            return self
+        return super().to(*args, **kwargs)
+
     def numpy(self, *, force: bool = False) -> Any:
         return materialize(self, "numpy").numpy(force=force) if not self.requires_grad else \
             materialize(self, "numpy").detach().numpy()
@@ -200,6 +213,9 @@ class _Converter:
             out = x._lz_value()
             self.operands.append(out)
             return out, out.meta
+        if isinstance(x, Output):  # IR values from view inversion / write-back
+            self.operands.append(x)
+            return x, x.meta
         if isinstance(x, torch.Tensor):
             if x.dim() == 0 and x.device.type == "cpu":
                 out = upload(x, self.location)

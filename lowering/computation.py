@@ -15,12 +15,15 @@ class ArgInfo:
     kind: str  # "device_data" or "scalar_param"
     shape: tuple[int, ...]
     dtype: torch.dtype
+    #: The tensor's own dtype when the function boundary uses a wider one.
+    logical_dtype: torch.dtype | None = None
 
 
 @dataclass(frozen=True)
 class ResultInfo:
     shape: tuple[int, ...]
     dtype: torch.dtype
+    logical_dtype: torch.dtype | None = None
 
 
 @dataclass

@@ -49,6 +49,16 @@ def _meta_tensor(m: TensorMeta) -> torch.Tensor:
     return torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta")
 
 
+def _fake_tensor(m: TensorMeta) -> torch.Tensor:
+    """Multi-result ops: the importer types each tuple element only from a FakeTensor."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = getattr(_tls, "fake_mode", None)
+    if mode is None:
+        mode = _tls.fake_mode = FakeTensorMode()
+    return mode.from_tensor(_meta_tensor(m))
+
+
 def _set_meta(fx_node: Any, val: Any) -> None:
     fx_node.meta["val"] = val
     if isinstance(val, torch.Tensor):
@@ -65,8 +75,11 @@ def _stack_trace(node: Node) -> str | None:
 class LoweringContext:
     """Builds one Computation from one LazyGraph."""
 
-    def __init__(self, graph: LazyGraph) -> None:
+    def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None) -> None:
+        """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
+        f32 for runtimes that cannot pass bf16 buffers); casts happen inside."""
         self.graph = graph
+        self.boundary_casts = boundary_casts or {}
         self._values: dict[tuple[int, int], Any] = {}
         self._fx = Graph()
 
@@ -98,6 +111,13 @@ class LoweringContext:
                     item.meta["stack_trace"] = _stack_trace(leaf)
                 self._values[id(leaf), 0] = item
                 args.append(ArgInfo("scalar_param", (), meta.dtype))
+            elif meta.dtype in self.boundary_casts:
+                wide = self.boundary_casts[meta.dtype]
+                _set_meta(ph, torch.empty_strided(meta.shape, meta.stride, dtype=wide, device="meta"))
+                cast = g.call_function(torch.ops.aten._to_copy.default, (ph,), {"dtype": meta.dtype})
+                _set_meta(cast, _meta_tensor(meta))
+                self._values[id(leaf), 0] = cast
+                args.append(ArgInfo("device_data", meta.shape, wide, logical_dtype=meta.dtype))
             else:
                 self._values[id(leaf), 0] = ph
                 args.append(ArgInfo("device_data", meta.shape, meta.dtype))
@@ -113,7 +133,7 @@ class LoweringContext:
                 _set_meta(call, _meta_tensor(node.metas[0]))
                 self._values[id(node), 0] = call
             else:
-                vals = tuple(_meta_tensor(m) if m is not None else None for m in node.metas)
+                vals = tuple(_fake_tensor(m) if m is not None else None for m in node.metas)
                 call.meta["val"] = vals
                 for i, m in enumerate(node.metas):
                     if m is None:
@@ -123,7 +143,18 @@ class LoweringContext:
                     if trace:
                         item.meta["stack_trace"] = trace
                     self._values[id(node), i] = item
-        outs = [self._value(o) for o in self.graph.outputs]
+        outs = []
+        self._results = []
+        for o in self.graph.outputs:
+            value, meta = self._value(o), o.meta
+            wide = self.boundary_casts.get(meta.dtype)
+            if wide is not None:
+                value = g.call_function(torch.ops.aten._to_copy.default, (value,), {"dtype": wide})
+                _set_meta(value, torch.empty(meta.shape, dtype=wide, device="meta"))
+                self._results.append(ResultInfo(meta.shape, wide, logical_dtype=meta.dtype))
+            else:
+                self._results.append(ResultInfo(meta.shape, meta.dtype))
+            outs.append(value)
         g.output(tuple(outs))
         return g
 
@@ -144,7 +175,7 @@ class LoweringContext:
                 f"torch-mlir could not import graph {name}: {type(e).__name__}: {e}",
                 node=_guess_node(self.graph, e),
             ) from e
-        results = [ResultInfo(o.meta.shape, o.meta.dtype) for o in self.graph.outputs]
+        results = self._results
         return Computation(
             module=importer.module,
             func_name=name,
@@ -163,6 +194,6 @@ def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:
     return None
 
 
-def lower_graph(graph: LazyGraph) -> Computation:
+def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None) -> Computation:
     """LazyGraph -> torch-dialect Computation."""
-    return LoweringContext(graph).build()
+    return LoweringContext(graph, boundary_casts).build()

