@@ -1,0 +1,35 @@
+"""Long loops keep the live-tensor registry and process memory flat."""
+
+from __future__ import annotations
+
+import gc
+import resource
+
+import torch
+
+import lazy_core
+from lazy_core.executor import executor
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def test_5000_steps_flat(eager_backend):
+    w = torch.zeros(16, 16).to("lazy")
+    x = torch.randn(16, 16).to("lazy")
+    live_after: list[int] = []
+    rss: list[float] = []
+    for step in range(5000):
+        w = (w * 0.99 + x).tanh()
+        lazy_core.mark_step()
+        if step in (999, 4999):
+            gc.collect()
+            live_after.append(len(executor().live_storages()))
+            rss.append(_rss_mb())
+    assert live_after[0] == live_after[1], live_after
+    assert live_after[1] <= 4
+    assert rss[1] - rss[0] < 30, f"RSS grew from {rss[0]:.1f} MB to {rss[1]:.1f} MB"
+    assert lazy_core.metrics.counter("compile") == 1
