@@ -10,6 +10,11 @@ The public API::
     print(y.cpu())
     print(lazy_core.metrics.report())
 
+    with lazy_core.step(max_graphs=1, full_graph=True):   # a step that must be one graph
+        ...                                               # (ends with mark_step)
+    lazy_core.add_step_closure(log, (loss,))  # runs after the next mark_step, no extra sync
+    # LAZY_DEBUG=1: why each graph recompiled; LAZY_DUMP_DIR=dir: IR, MLIR, stacks per graph
+
 lazy_core imports nothing of MLIR or any backend: backends are plugins found
 by name (``lazy_core.backends`` entry points or ``register_backend``).
 """
@@ -29,8 +34,16 @@ from .tensor import LazyTensor
 
 _register_factories()
 
+# Diagnostics register their executor hooks on import (recompile causes, dumps,
+# step closures, step guards, the graph-size safety net).
+from . import closures, diagnostics, dump, graph_limits, step_guard  # noqa: E402
+from .closures import add_step_closure  # noqa: E402
+from .step_guard import StepGuardError, step  # noqa: E402
+
 __all__ = [
     "BackendData", "BackendDevice", "BackendImpl", "CompileError", "DeviceData", "GraphExecutor",
+    "StepGuardError", "add_step_closure", "closures", "diagnostics", "dump", "graph_limits", "step",
+    "step_guard",
     "LazyGraph", "LazyTensor", "Node", "Output", "ScalarParam", "TensorMeta", "active_backend",
     "available_backends", "create_backend", "debug", "init", "last_computation", "mark_step",
     "metrics", "register_backend", "sync", "wait_device_ops",

@@ -41,7 +41,7 @@ from .source_location import SourceLocation
 
 __all__ = [
     "Execution", "GraphSummary", "Recompile", "add_execution_listener", "cause_of", "compare",
-    "executions", "explain", "format_location", "last_execution", "recompiles", "reset",
+    "executions", "explain", "format_location", "last_execution", "recompiles", "relative_site", "reset",
     "summarize", "summary",
 ]
 
@@ -67,7 +67,8 @@ _CAUSES = {
     "copy to cpu": "copy to cpu",
     "sync": "lazy_core.sync",
     "backend_change": "backend change",
-    "graph limit": "graph-size limit",
+    "graph_limit": "graph-size limit",
+    "closure": "async step closure args",
 }
 
 
@@ -93,6 +94,13 @@ def format_location(loc: SourceLocation | None) -> str | None:
     if name.startswith(_cwd + os.sep):
         name = name[len(_cwd) + 1:]
     return f"{name}:{loc.line}"
+
+
+def relative_site(site: str | None) -> str | None:
+    """A ``file:line`` string made relative to the working directory (as ``format_location``)."""
+    if site and site.startswith(_cwd + os.sep):
+        return site[len(_cwd) + 1:]
+    return site
 
 
 def _site(node: Node) -> str | None:
@@ -195,6 +203,7 @@ class _Diff:
         self.scalars: list[str] = []
         self.ops: list[str] = []
         self.outputs: list[str] = []
+        self.output_producers: list[str] = []
         self.constants: list[str] = []
         self.shapes: list[str] = []
         self.wiring: list[str] = []
@@ -205,17 +214,21 @@ class _Diff:
         if not shape_changed:
             # Constants and intermediate shapes that follow an input shape are not causes.
             out += self.constants
-        if not out:
-            out += self.shapes
-        if not out:
-            out += self.wiring
+        # Consequences of the causes above, reported only when nothing else differs.
+        for more in (self.output_producers, self.shapes, self.wiring):
+            if not out:
+                out += more
         return out
 
 
 def _listed(items: list[str], what: str) -> list[str]:
-    if len(items) <= _MAX_LISTED:
-        return items
-    return items[:_MAX_LISTED] + [f"... and {len(items) - _MAX_LISTED} more {what}"]
+    """Repeated messages once with a count, at most ``_MAX_LISTED`` of them, then how many more."""
+    counts = Counter(items)  # keeps first-seen order
+    grouped = [m if n == 1 else f"{m} (x{n})" for m, n in counts.items()]
+    if len(grouped) <= _MAX_LISTED:
+        return grouped
+    rest = sum(list(counts.values())[_MAX_LISTED:])
+    return grouped[:_MAX_LISTED] + [f"... and {rest} more {what}"]
 
 
 def _compare_inputs(old: GraphSummary, new: GraphSummary, d: _Diff) -> bool:
@@ -331,7 +344,7 @@ def _compare_outputs(old: GraphSummary, new: GraphSummary, d: _Diff) -> None:
             for k, (a, b) in enumerate(zip(old.outputs, new.outputs))
             if a[0] != b[0]
         ]
-        d.outputs += _listed(changed, "output changes")
+        d.output_producers += _listed(changed, "output changes")
         d.score += len(changed)
         return
     found = [
@@ -409,6 +422,7 @@ class Recompile:
     graph_name: str
     previous: str
     differences: list[str] = field(default_factory=list)
+    hint: str | None = None
 
     @property
     def message(self) -> str:
@@ -418,7 +432,8 @@ class Recompile:
                 f"{head}: the same graph as {self.previous}, which is no longer cached "
                 "(evicted from the LRU cache, see LAZY_CACHE_SIZE, or the cache was cleared)"
             )
-        return f"{head} differs from {self.previous}:\n" + "\n".join(f"  {m}" for m in self.differences)
+        text = f"{head} differs from {self.previous}:\n" + "\n".join(f"  {m}" for m in self.differences)
+        return text + (f"\n  hint: {self.hint}" if self.hint else "")
 
 
 @dataclass
@@ -520,7 +535,8 @@ def _pre_execute(graph: LazyGraph, reason: str, is_cache_miss: bool) -> None:
         state.names[hash(graph.key)] = summary_.name
         if fam.graphs:
             previous, differences = nearest(list(fam.graphs), summary_)
-            rec = Recompile(exe.label, fam.compiles + 1, summary_.name, previous.name, differences)
+            rec = Recompile(exe.label, fam.compiles + 1, summary_.name, previous.name, differences,
+                            _hint(fam.compiles + 1, previous, summary_))
             exe.recompile = rec
             state.recompiles.append(rec)
             metrics.counter_add("recompile")
@@ -545,6 +561,20 @@ def _pre_execute(graph: LazyGraph, reason: str, is_cache_miss: bool) -> None:
             f"{exe.label} forced the pending graph to run before mark_step() (a graph break); "
             "later ones at this line are counted in lazy_core.metrics.report()"
         )
+
+
+def _hint(number: int, old: GraphSummary, new: GraphSummary) -> str | None:
+    """A likely explanation for a well-known pattern, or None."""
+    def n_data(s: GraphSummary) -> int:
+        return sum(1 for x in s.inputs if x[0] == "device_data")
+
+    if number == 2 and n_data(new) > n_data(old):
+        return (
+            "the first step of a training loop often compiles a graph of its own: state that an "
+            "optimizer creates in its first step (SGD momentum, Adam moments) is a graph input "
+            "from the second step on. Expected once; a recompile at every step is not."
+        )
+    return None
 
 
 def summary() -> str:

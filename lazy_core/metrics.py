@@ -8,6 +8,7 @@ PyTorch/XLA and LTC: ``compile``, ``cache_hit``, ``fallback::<op>`` ...).
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -120,7 +121,6 @@ _XLA_NAMES = {
     "mark_step": "MarkStep",
     "cache_hit": "CachedCompile",
     "compile": "UncachedCompile",
-    "cache_miss": "CompileCacheMiss",
 }
 _TIMER_XLA_NAMES = {"compile": "CompileTime", "execute": "ExecuteTime", "lower": "LoweringTime"}
 
@@ -131,6 +131,12 @@ def _fmt_seconds(s: float) -> str:
     if s >= 1e-3:
         return f"{s * 1e3:.3f}ms"
     return f"{s * 1e6:.1f}us"
+
+
+def _rel(site: str) -> str:
+    """A user line relative to the working directory, as people type paths."""
+    cwd = os.getcwd() + os.sep
+    return site[len(cwd):] if site.startswith(cwd) else site
 
 
 def _fmt_bytes(n: int) -> str:
@@ -201,7 +207,7 @@ def report() -> str:
     ]
     out += _table("Executions by cause", ["cause", "user line", "count"], rows, "llr")
     rows = [
-        [op, f"{sum(sites.values()):,d}", ", ".join(f"{s} ({n})" for s, n in sites.most_common(3))
+        [op, f"{sum(sites.values()):,d}", ", ".join(f"{_rel(s)} ({n})" for s, n in sites.most_common(3))
          + (", ..." if len(sites) > 3 else "")]
         for op, sites in sorted(_fallback_sites.items(), key=lambda kv: -sum(kv[1].values()))
     ]
@@ -209,7 +215,7 @@ def report() -> str:
     by_line: dict[str, Counter[str]] = defaultdict(Counter)
     for op, sites in _fallback_sites.items():
         for site, n in sites.items():
-            by_line[site][op] += n
+            by_line[_rel(site)][op] += n
     rows = [
         [site, f"{sum(ops.values()):,d}", ", ".join(f"{op} ({n})" for op, n in ops.most_common())]
         for site, ops in sorted(by_line.items(), key=lambda kv: -sum(kv[1].values()))

@@ -149,7 +149,7 @@ class StepGuard:
         if self._done or self._exiting or not self.full_graph or closures.running():
             return
         raise StepGuardError(
-            f"{self._where()}: {op_name} at {site or '<unknown>'} cannot be part of the graph "
+            f"{self._where()}: {op_name} at {diagnostics.relative_site(site) or '<unknown>'} cannot be part of the graph "
             f"(no lowering on backend, or a data-dependent shape) and would run eagerly on the CPU, "
             "splitting the step. Replace it, move it out of the step, or drop full_graph=True."
         )
