@@ -61,7 +61,8 @@ def sync(tensors: list[Any]) -> None:
 
 
 def wait_device_ops() -> None:
-    """Block until the active backend finished all queued work."""
+    """Block until every queued execution and the active backend's work are done."""
+    executor().wait()
     active_backend().synchronize()
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import metrics
+from .async_exec import PendingData, Worker, enabled_by_default, resolve
 from .backend import BackendImpl, CompileError
 from .graph import LazyGraph, build_graph
 from .ir import DeviceData, Output, ScalarParam
@@ -61,6 +62,9 @@ class GraphExecutor:
         self.cache_size = cache_size or int(os.environ.get("LAZY_CACHE_SIZE", "1024"))
         self._last: Any = None
         self._last_graph: LazyGraph | None = None
+        #: mark_step() queues execution on a worker and returns (LAZY_ASYNC=0: wait).
+        self.async_mode = enabled_by_default()
+        self._worker = Worker()
         self._reason = threading.local()
         self._warned: set[str] = set()
         self.hooks: list[Any] = []
@@ -139,8 +143,9 @@ class GraphExecutor:
                 hosts.append(torch.tensor(node.value, dtype=node.metas[0].dtype))
                 continue
             assert isinstance(node, DeviceData)
+            data = resolve(node.data)
             with metrics.timed("transfer_to_host"):
-                host = backend.to_host(node.data)
+                host = self._worker.run_sync(lambda d=data: backend.to_host(d))
             metrics.counter_add("transfer_to_host_bytes", host.numel() * host.element_size())
             hosts.append(host)
         return hosts
@@ -209,26 +214,53 @@ class GraphExecutor:
             metrics.counter_add("cache_hit")
             self._cache.move_to_end(graph.key)
         device = backend.default_device()
-        args = []
+        args: list[Any] = []
         for leaf in graph.inputs:
             if isinstance(leaf, DeviceData):
                 args.append(leaf.data)
             else:
                 assert isinstance(leaf, ScalarParam)
-                args.append(backend.make_backend_data(torch.tensor(leaf.value, dtype=leaf.metas[0].dtype), device))
-        with metrics.timed("execute"):
-            if entry.eager:
-                results = self._run_eager(backend, graph, args, device)
-            else:
-                results = backend.execute_computation(entry.executable, args, device)
+                args.append((leaf.value, leaf.metas[0].dtype))
         metrics.counter_add("execute")
         metrics.counter_add("graph_nodes", len(graph.nodes))
         self._last = entry.computation
         self._last_graph = graph
-        if len(results) != len(roots):
-            raise RuntimeError(
-                f"backend {backend.name!r} returned {len(results)} results for a graph with {len(roots)} outputs"
-            )
+        n_roots = len(roots)
+
+        def run() -> list[Any]:
+            # On the worker thread: wait for inputs still being computed, run.
+            real = [
+                backend.make_backend_data(torch.tensor(a[0], dtype=a[1]), device) if isinstance(a, tuple) else resolve(a)
+                for a in args
+            ]
+            with metrics.timed("execute"):
+                if entry.eager:
+                    results = self._run_eager(backend, graph, real, device)
+                else:
+                    results = backend.execute_computation(entry.executable, real, device)
+            if len(results) != n_roots:
+                raise RuntimeError(
+                    f"backend {backend.name!r} returned {len(results)} results for a graph with {n_roots} outputs"
+                )
+            return results
+
+        if self.async_mode and reason.startswith("mark_step"):
+            placeholders = [PendingData(f"{reason}, graph {graph.name}") for _ in roots]
+
+            def job() -> None:
+                try:
+                    results = run()
+                except BaseException as e:
+                    for p in placeholders:
+                        p.fail(e)
+                    return
+                for p, r in zip(placeholders, results):
+                    p.set(r)
+
+            self._worker.submit(job)
+            results = placeholders
+        else:
+            results = self._worker.run_sync(run)
         produced: dict[tuple[int, int], Output] = {}
         for out, data in zip(roots, results):
             produced[id(out.node), out.index] = Output(DeviceData(data, out.meta, out.node.location))
@@ -279,6 +311,10 @@ class GraphExecutor:
         return [backend.make_backend_data(r.contiguous(), device) for r in results]
 
     # -- misc --------------------------------------------------------------------------
+    def wait(self) -> None:
+        """Block until every queued execution has finished."""
+        self._worker.drain()
+
     def last_computation(self) -> Any:
         return self._last
 
@@ -299,7 +335,7 @@ class GraphExecutor:
         for s in self.live_storages():
             node = s.value.node
             if isinstance(node, DeviceData) and node.data is not None:
-                host = old.to_host(node.data)
+                host = old.to_host(resolve(node.data))
                 s.value = Output(DeviceData(new.make_backend_data(host, new.default_device()), node.metas[0]))
         self._cache.clear()
 
