@@ -27,8 +27,15 @@ aten = torch.ops.aten
 LAZY = "lazy"
 
 
+_devices: dict[int, torch.device] = {}
+
+
 def lazy_device(index: int = 0) -> torch.device:
-    return torch.device(LAZY, index)
+    # Called for every new tensor; building a torch.device costs ~2 µs.
+    dev = _devices.get(index)
+    if dev is None:
+        dev = _devices[index] = torch.device(LAZY, index)
+    return dev
 
 
 class LazyTensor(torch.Tensor):
