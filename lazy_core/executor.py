@@ -245,7 +245,9 @@ class GraphExecutor:
             return results
 
         if self.async_mode and reason.startswith("mark_step"):
-            placeholders = [PendingData(f"{reason}, graph {graph.name}") for _ in roots]
+            # entry.graph_name: graph.name would re-hash every node's text on each cache hit.
+            label = f"{reason}, graph {entry.graph_name}"
+            placeholders = [PendingData(label) for _ in roots]
 
             def job() -> None:
                 try:
