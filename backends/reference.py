@@ -131,11 +131,12 @@ class ReferenceExecutable:
         proto = ctypes.CFUNCTYPE(None, *[ctypes.POINTER(UnrankedMemRefDescriptor) for _ in tokens])
 
         def consume(*ptrs: Any) -> None:
-            results = []
+            # Copy every result before freeing any: results may share a buffer
+            # (a view of another result, e.g. matmul's squeezed mm).
+            results = [torch.from_numpy(np.array(unranked_memref_to_numpy(ptr, _TOKEN_DTYPES[token]), copy=True))
+                       for ptr, token in zip(ptrs, tokens)]
             freed: set[int] = set()
-            for ptr, token in zip(ptrs, tokens):
-                arr = unranked_memref_to_numpy(ptr, _TOKEN_DTYPES[token])
-                results.append(torch.from_numpy(np.array(arr, copy=True)))
+            for ptr in ptrs:
                 header = ctypes.cast(ptr[0].descriptor, ctypes.POINTER(_RankedDescriptorHeader))[0]
                 alloc = header.allocated or 0
                 # Free buffers the compiled code allocated for us: not globals,

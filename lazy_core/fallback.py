@@ -181,6 +181,20 @@ def _unsupported(func: Any, args: tuple, kwargs: dict) -> Any:
     )
 
 
+def _resize(func: Any, args: tuple, kwargs: dict) -> Any:
+    # Resizing to the size a tensor already has is a no-op (out= helpers do it).
+    self, size = args[0], args[1]
+    shape = tuple(size.shape) if isinstance(size, torch.Tensor) else tuple(size)
+    if isinstance(self, _t.LazyTensor) and tuple(self.shape) == shape:
+        return self
+    return _unsupported(func, args, kwargs)
+
+
+def _compatible_shallow_copy(func: Any, args: tuple, kwargs: dict) -> Any:
+    # Asked by ``t.data = other`` (and in-place view ops): no data is needed to answer.
+    return isinstance(args[0], _t.LazyTensor) and isinstance(args[1], _t.LazyTensor)
+
+
 def _lift(func: Any, args: tuple, kwargs: dict) -> Any:
     return args[0]
 
@@ -192,6 +206,8 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
     aten.set_.source_Tensor: _unsupported,
     aten.set_.source_Storage: _unsupported,
     aten.set_.source_Storage_storage_offset: _unsupported,
-    aten.resize_.default: _unsupported,
+    aten.resize_.default: _resize,
+    aten.resize_as_.default: _resize,
     aten.lift_fresh.default: _lift,
+    aten._has_compatible_shallow_copy_type.default: _compatible_shallow_copy,
 }

@@ -92,6 +92,15 @@ class LazyTensor(torch.Tensor):
         if new.meta.dtype != meta.dtype:
             new = record_output(aten._to_copy.default, (new,), {"dtype": meta.dtype})
         if new.meta.shape != meta.shape:
+            try:
+                fits = torch.broadcast_shapes(new.meta.shape, meta.shape) == meta.shape
+            except RuntimeError:
+                fits = False
+            if not fits:
+                raise RuntimeError(
+                    f"an in-place op would resize a lazy tensor from {list(meta.shape)} to "
+                    f"{list(new.meta.shape)}; lazy tensors have fixed shapes"
+                )
             new = record_output(aten.expand.default, (new, list(meta.shape)), {})
             new = record_output(aten.clone.default, (new,), {})
         storage = self._lz_storage
@@ -143,9 +152,15 @@ class LazyTensor(torch.Tensor):
     def to(self, *args: Any, **kwargs: Any) -> Any:
         # ``x.to("lazy")`` of a lazy tensor is ``x`` itself (like cuda:0 -> "cuda"),
         # which keeps tied parameters tied through ``Module.to``.
-        device, dtype, _non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        copy = kwargs.pop("copy", False)  # _parse_to rejects it
+        try:
+            device, dtype, _non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        except RuntimeError:  # ``copy`` given positionally: to(device, dtype, non_blocking, copy)
+            return super().to(*args, **kwargs, **({"copy": True} if copy else {}))
+        if copy:
+            kwargs["copy"] = True
         if (
-            not kwargs.get("copy", False)
+            not copy
             and (device is None or (device.type == LAZY and (device.index is None or device.index == self.device.index)))
             and (dtype is None or dtype == self.dtype)
             and memory_format in (None, torch.preserve_format)
@@ -393,10 +408,16 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
         # _foreach_* ops: their composite kernel loops over the per-tensor op,
         # which comes back here; backends never see list-valued ops.
         return func.redispatch(_COMPOSITE, *args, **kwargs)
-    if p.returns_python_scalar or p.dynamic_shape or p.inplace_view:
-        return fallback.run_eagerly(func, args, kwargs, why="data-dependent" if not p.inplace_view else "inplace-view")
+    if p.inplace_view:
+        return _inplace_view(func, p, args, kwargs)
+    if p.returns_python_scalar or p.dynamic_shape:
+        return fallback.run_eagerly(func, args, kwargs, why="data-dependent")
     if p.random:
         return fallback.run_random(func, p, args, kwargs)
+    if (p.mutated and p.functional is None) or func is _NATIVE_BATCH_NORM:
+        decomposition = _write_decomposition(func, args, kwargs)
+        if decomposition is not None:
+            return decomposition(*args, **kwargs)
     if not active_backend().supports_op(func):
         return fallback.run_eagerly(func, args, kwargs, why="unsupported by backend")
     if p.is_view:
@@ -408,6 +429,30 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     except _Untraceable as e:
         return fallback.run_eagerly(func, args, kwargs, why=str(e))
     return _wrap(node, template, _device_of(args))
+
+
+_NATIVE_BATCH_NORM = aten.native_batch_norm.default
+_BATCH_NORM_LEGIT = aten._native_batch_norm_legit.default
+
+
+def _write_decomposition(func: Any, args: tuple, kwargs: dict) -> Any:
+    """PyTorch's decomposition of an op that writes its arguments but has no
+    functional twin (batch norm's running statistics), or None.
+
+    ``native_batch_norm`` even updates ``running_mean``/``running_var`` in
+    training without saying so in its schema; recorded as is, the update
+    would be lost. The decompositions compute with traceable ops and write
+    back with ``copy_``, which is what functionalization does.
+    """
+    if func is _NATIVE_BATCH_NORM or func is _BATCH_NORM_LEGIT:
+        bound = dict(zip(("input", "weight", "bias", "running_mean", "running_var", "training"), args))
+        bound.update(kwargs)
+        if not bound.get("training") or bound.get("running_mean") is None:
+            # Nothing is written: the plain op (CPU's empty saved statistics included).
+            return None if func is _NATIVE_BATCH_NORM else _NATIVE_BATCH_NORM
+    from torch._decomp import decomposition_table
+
+    return decomposition_table.get(func)
 
 
 def _device_of(args: tuple) -> int:
@@ -452,6 +497,28 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
         view._lz_cache = (base._lz_storage.value, value)
         outs.append(view)
     return type(template)(outs)
+
+
+def _inplace_view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
+    """``squeeze_``, ``unsqueeze_``, ``t_``, ``transpose_``, ``as_strided_``...: the
+    tensor becomes a view of its own old value.
+
+    Callers keep the same Python object (``matmul`` squeezes its result in
+    place), so its sizes and strides change in place: assigning ``.data`` is a
+    metadata-only shallow copy from the view; then it takes the view's chain.
+    """
+    self = args[0] if args else None
+    view_op = p.functional
+    if not isinstance(self, LazyTensor) or view_op is None or not plan(view_op).is_view:
+        # resize_as_ and set_ change storage, not just the view.
+        return fallback.run_eagerly(func, args, kwargs, why="inplace-view")
+    view = _view(view_op, plan(view_op), args, kwargs)
+    if not isinstance(view, LazyTensor):
+        raise NotImplementedError(f"{func} on a lazy tensor gave {type(view).__name__}")
+    self.data = view
+    self._lz_view = view._lz_view
+    self._lz_cache = view._lz_cache
+    return self
 
 
 def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
