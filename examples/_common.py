@@ -1,0 +1,124 @@
+"""Helpers the examples share: backend flag, step timing, metrics summary, eager comparison.
+
+The examples are meant to be read, so the model and the training loop stay
+in each example; only bookkeeping that would repeat lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run from a checkout without `pip install -e .`
+    sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+import lazy_core  # noqa: E402
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    """Flags every example understands."""
+    parser.add_argument("--backend", default=os.environ.get("LAZY_BACKEND", "reference"),
+                        help="lazy backend (default: $LAZY_BACKEND or reference); "
+                        f"installed: {', '.join(lazy_core.available_backends())}")
+    parser.add_argument("--dump-mlir", metavar="DIR",
+                        help="write every compiled graph (lazy IR and torch-dialect MLIR) to DIR")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def init_backend(args: argparse.Namespace) -> lazy_core.BackendImpl:
+    """Activate ``--backend`` and route ``--dump-mlir`` through ``LAZY_DUMP_DIR``."""
+    if args.dump_mlir:
+        os.environ["LAZY_DUMP_DIR"] = os.path.abspath(args.dump_mlir)
+    backend = lazy_core.init(args.backend)
+    lazy_core.metrics.reset()
+    return backend
+
+
+class StepTimer:
+    """Wall time per step, split into steps that compiled and steady-state steps.
+
+    A step that compiled a graph says nothing about the steady state, so the
+    steady-state time is the median over steps whose compile counter did not move.
+    """
+
+    def __init__(self, lazy: bool) -> None:
+        self.lazy = lazy
+        self.steady: list[float] = []
+        self.compiling: list[float] = []
+        self._t0 = 0.0
+        self._compiles = 0
+
+    def __enter__(self) -> StepTimer:
+        self._compiles = lazy_core.metrics.counter("compile") if self.lazy else 0
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.lazy:
+            lazy_core.wait_device_ops()
+        dt = time.perf_counter() - self._t0
+        if self.lazy and lazy_core.metrics.counter("compile") != self._compiles:
+            self.compiling.append(dt)
+        else:
+            self.steady.append(dt)
+
+    def steady_ms(self) -> float | None:
+        """Median steady-state step time in ms (skipping the first, cache-warming step)."""
+        samples = self.steady[1:] if len(self.steady) > 2 else self.steady
+        return statistics.median(samples) * 1e3 if samples else None
+
+
+def lazy_summary() -> dict[str, Any]:
+    """Compiles, cache hits and fallbacks from ``lazy_core.metrics``."""
+    counters = lazy_core.metrics.counters()
+    fallbacks = {k: v for k, v in counters.items() if k.startswith("fallback::")}
+    return {
+        "compiles": counters.get("compile", 0),
+        "cache_hits": counters.get("cache_hit", 0),
+        "cache_misses": counters.get("cache_miss", 0),
+        "fallbacks": sum(fallbacks.values()),
+        "fallback_ops": fallbacks,
+        "compile_s": lazy_core.metrics.timers().get("compile", {}).get("total", 0.0),
+    }
+
+
+def max_param_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    """Largest absolute difference between same-named parameters (on the host)."""
+    pb = dict(b.named_parameters())
+    worst = 0.0
+    for name, p in a.named_parameters():
+        diff = (p.detach().cpu().double() - pb[name].detach().cpu().double()).abs().max()
+        worst = max(worst, float(diff))
+    return worst
+
+
+def progress(iterable: Iterable[Any], total: int, desc: str, enabled: bool = True) -> Iterator[Any]:
+    """A tqdm bar when tqdm is installed and enabled, the plain iterable otherwise."""
+    if enabled:
+        try:
+            from tqdm import tqdm
+
+            return iter(tqdm(iterable, total=total, desc=desc, leave=True, dynamic_ncols=True))
+        except ImportError:
+            pass
+    return iter(iterable)
+
+
+def fmt_ms(ms: float | None) -> str:
+    return "n/a" if ms is None else f"{ms:.2f} ms"
+
+
+def write_json(path: str | None, results: dict[str, Any]) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(results, f, indent=2, default=str)

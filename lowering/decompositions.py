@@ -1,0 +1,135 @@
+"""ATen ops that torch-mlir imports but cannot lower, replaced by PyTorch's decompositions.
+
+``native_layer_norm_backward`` and ``embedding_dense_backward`` (every
+transformer's backward pass) have torch-dialect definitions but no lowering
+to linalg, tosa or stablehlo, and torch-mlir's own decompose pass leaves
+them whole. torch-mlir's FX route decomposes such ops in Python before
+import; the lowering context does the same per node: the op's entry in
+``torch._decomp`` is traced with ``make_fx`` on fake tensors of the node's
+operand shapes and the resulting ops are inlined in its place, carrying the
+node's source location.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.fx import Graph
+from torch.fx import Node as FxNode
+
+from lazy_core.ir import Node, Output, ScalarParam
+
+aten = torch.ops.aten
+
+DECOMPOSED_OPS = (
+    aten.native_layer_norm_backward.default,
+    aten.embedding_dense_backward.default,
+)
+
+
+def _embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
+                              padding_idx: int, scale_grad_by_freq: bool) -> torch.Tensor:
+    """Rows of the gradient summed into their embedding rows with an accumulating
+    ``index_put`` (torch-mlir lowers it; PyTorch's own decomposition uses
+    ``_unsafe_masked_index_put_accumulate``, which torch-mlir does not know)."""
+    flat = indices.reshape(-1)
+    grad = grad_output.reshape(flat.shape[0], -1)
+    if scale_grad_by_freq:
+        counts = aten.index_put(flat.new_zeros(num_weights), [flat], flat.new_ones(flat.shape), True)
+        grad = grad / counts[flat].unsqueeze(1).to(grad.dtype)
+    if padding_idx >= 0:
+        grad = grad * (flat != padding_idx).unsqueeze(1).to(grad.dtype)
+    out = grad.new_zeros(num_weights, grad.shape[1])
+    return aten.index_put(out, [flat], grad, True)
+
+
+def _table() -> dict[Any, Callable]:
+    from torch._decomp import get_decompositions
+
+    table = get_decompositions(list(DECOMPOSED_OPS))
+    table[aten.embedding_dense_backward.default] = _embedding_dense_backward
+    return table
+
+
+_TABLE: dict[Any, Callable] | None = None
+
+
+def decomposition(op: Any) -> Callable | None:
+    """The Python decomposition ``op`` is lowered through, or None."""
+    global _TABLE
+    if op not in DECOMPOSED_OPS:
+        return None
+    if _TABLE is None:
+        _TABLE = _table()
+    return _TABLE.get(op)
+
+
+_traced: dict[tuple, Any] = {}
+
+
+def _shape_key(x: Any) -> Any:
+    if isinstance(x, Output):
+        return ("T", x.meta)
+    if isinstance(x, list | tuple):
+        return tuple(_shape_key(v) for v in x)
+    if isinstance(x, dict):
+        return tuple((k, _shape_key(v)) for k, v in x.items())
+    return repr(x)
+
+
+def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace: str | None) -> list[Any] | None:
+    """Append ``node``'s decomposition to ``g``; one FX value (or None) per result.
+
+    Returns None when the node cannot be decomposed here (a scalar parameter
+    among its operands): the caller then emits the op itself.
+    """
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    decomp = decomposition(node.op)
+    if decomp is None or any(isinstance(o.node, ScalarParam) for o in node.operands):
+        return None
+    operands: list[Output] = []
+
+    def collect(x: Any) -> Any:
+        if isinstance(x, Output):
+            operands.append(x)
+        elif isinstance(x, list | tuple):
+            for v in x:
+                collect(v)
+
+    collect((node.args, node.kwargs))
+
+    def run(*tensors: torch.Tensor) -> Any:
+        it = iter(tensors)
+
+        def sub(x: Any) -> Any:
+            if isinstance(x, Output):
+                return next(it)
+            if isinstance(x, list | tuple):
+                return type(x)(sub(v) for v in x)
+            return x
+
+        return decomp(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
+
+    # Tracing costs tens of ms; a training step repeats the same few shapes.
+    key = (node.op, _shape_key(node.args), _shape_key(node.kwargs))
+    traced = _traced.get(key)
+    if traced is None:
+        examples = [torch.empty_strided(o.meta.shape, o.meta.stride, dtype=o.meta.dtype, device="meta")
+                    for o in operands]
+        traced = make_fx(run, decomposition_table=_TABLE, tracing_mode="fake")(*examples)
+        if len(_traced) < 1024:
+            _traced[key] = traced
+    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    val_map: dict[FxNode, FxNode] = {ph: value(o) for ph, o in zip(placeholders, operands, strict=True)}
+    before = set(g.nodes)
+    result = g.graph_copy(traced.graph, val_map)
+    for n in g.nodes:
+        if n not in before and stack_trace:
+            n.meta["stack_trace"] = stack_trace
+    results = list(result) if isinstance(result, list | tuple) else [result]
+    if len(results) != len(node.metas):
+        raise RuntimeError(f"decomposition of {node.name} returned {len(results)} values, expected {len(node.metas)}")
+    return [r if m is not None else None for r, m in zip(results, node.metas)]
