@@ -27,6 +27,8 @@ from lazy_core.graph import LazyGraph
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from .computation import ArgInfo, Computation, ResultInfo
+from .decompositions import DECOMPOSED_OPS
+from .decompositions import inline as inline_decomposition
 from .errors import LoweringError
 
 _tls = threading.local()
@@ -123,6 +125,13 @@ class LoweringContext:
                 args.append(ArgInfo("device_data", meta.shape, meta.dtype))
         self._args = args
         for node in self.graph.nodes:
+            if node.op in DECOMPOSED_OPS:  # no lowering past the torch dialect: inline its decomposition
+                inlined = inline_decomposition(g, node, self._value, _stack_trace(node))
+                if inlined is not None:
+                    for i, v in enumerate(inlined):
+                        if v is not None:
+                            self._values[id(node), i] = v
+                    continue
             call = g.call_function(node.op, self._map(node.args), {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)})
             trace = _stack_trace(node)
             if trace:
