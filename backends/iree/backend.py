@@ -1,0 +1,237 @@
+"""IreeBackend: torch-dialect computations compiled by IREE and run by its runtime.
+
+The lazy tracer hands over a ``lowering.Computation``; this backend feeds its
+torch-dialect text to ``iree-compile`` (``input_type="torch"``), loads the VM
+flatbuffer on a shared runtime device and calls the graph's function with
+device buffer views. Tensors stay on the device between steps: a
+``BackendData.handle`` is an ``iree.runtime.HalBufferView``, uploaded once by
+``make_backend_data`` and read back only when Python asks (``to_host``).
+
+Compiled modules are memoized per process (backend objects come and go with
+``lazy_core.init``) and persisted in ``backends.disk_cache`` so a second run
+of the same program compiles nothing.
+
+Host<->device byte counts (``transfer_to_device_bytes`` /
+``transfer_to_host_bytes``) are counted by lazy_core at its transfer sites
+(``upload``, ``to_host_many``, scalar parameters, eager fallback), the one
+place that sees every transfer of every backend, so this backend counts none
+itself; it times the raw copies as ``iree_upload`` and ``iree_download``.
+
+dtypes: f32, f16, bf16, i64, i32, i16, i8, u8, bool and 0-d tensors run as
+is. f64 is computed in f64: IREE's default f64->f32 demotion is switched off
+because it breaks the function boundary (see ``config``). Results are read
+back by their buffer view's element type and converted to the graph's dtype
+if the two differ.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+import lowering
+from lazy_core import metrics
+from lazy_core.backend import BackendData, BackendDevice, CompileError
+
+from ..disk_cache import DiskCache
+from ..mlir_backend import MlirBackend
+from . import dtypes, transfer
+from .compiler import compile_vmfb, compiler_version
+from .config import TARGETS, IreeConfig, TargetSpec, make_config
+from .runtime import IreeDevice, IreeExecutable, get_device, probe
+
+_MEMO_SIZE = 512
+_memo_lock = threading.Lock()
+# Process-wide: cache key -> vmfb bytes, and (device uri, key) -> loaded executable.
+_vmfb_memo: OrderedDict[str, bytes] = OrderedDict()
+_exe_memo: OrderedDict[tuple[str, str], IreeExecutable] = OrderedDict()
+# (device uri, dtype, bytes) -> device buffer of a 0-d tensor.
+_scalar_memo: OrderedDict[tuple[str, torch.dtype, bytes], Any] = OrderedDict()
+
+
+def _memo_get(memo: OrderedDict, key: Any) -> Any:
+    with _memo_lock:
+        value = memo.get(key)
+        if value is not None:
+            memo.move_to_end(key)
+        return value
+
+
+def _memo_put(memo: OrderedDict, key: Any, value: Any) -> None:
+    with _memo_lock:
+        memo[key] = value
+        memo.move_to_end(key)
+        while len(memo) > _MEMO_SIZE:
+            memo.popitem(last=False)
+
+
+def clear_memory_caches() -> None:
+    """Forget compiled and loaded modules kept in this process (not the disk cache)."""
+    with _memo_lock:
+        _vmfb_memo.clear()
+        _exe_memo.clear()
+        _scalar_memo.clear()
+
+
+class IreeExecutableHandle:
+    """What ``compile`` returns: the loaded module plus the graph's result types."""
+
+    __slots__ = ("exe", "result_types", "key")
+
+    def __init__(self, exe: IreeExecutable, result_types: list[tuple[tuple[int, ...], torch.dtype]], key: str):
+        self.exe = exe
+        self.result_types = result_types
+        self.key = key
+
+
+class IreeBackend(MlirBackend):
+    """``iree-cpu``, ``iree-vulkan`` or ``iree-cuda``, chosen by ``target``."""
+
+    lowering_target = "torch"
+
+    def __init__(
+        self,
+        target: str | TargetSpec = "iree-cpu",
+        flags: Sequence[str] | None = None,
+        device: str | None = None,
+        input_forms: str | Sequence[str] | None = None,
+        disk_cache: DiskCache | None = None,
+    ) -> None:
+        spec = TARGETS[target] if isinstance(target, str) else target
+        self.config: IreeConfig = make_config(spec, list(flags or []), device, input_forms)
+        self.name = spec.backend_name
+        self.disk_cache = disk_cache if disk_cache is not None else DiskCache("iree")
+        self._device: IreeDevice | None = None
+        self._compiler_version = compiler_version()
+
+    # -- devices ----------------------------------------------------------------
+    @property
+    def runtime_device(self) -> IreeDevice:
+        """The shared IREE device, opened on first use."""
+        if self._device is None:
+            self._device = get_device(self.config.device_uri)
+        return self._device
+
+    def devices(self) -> list[BackendDevice]:
+        return [BackendDevice(self.name, 0, self.config.device_uri)]
+
+    def unavailable_reason(self) -> str | None:
+        """None if this backend can execute here, else what is missing."""
+        return probe(self.config.target.driver, self.config.device_uri)
+
+    def describe(self) -> str:
+        return (f"{self.name} (target {self.config.target.target_backend}, device {self.config.device_uri}, "
+                f"input {','.join(self.config.input_forms)}, flags {' '.join(self.config.compile_flags) or '-'})")
+
+    def cache_key(self) -> str:
+        return f"{self.name}|{self.config.cache_key()}|iree-{self._compiler_version}"
+
+    # -- data ---------------------------------------------------------------------
+    def make_backend_data(self, tensor: torch.Tensor, device: BackendDevice) -> BackendData:
+        if tensor.dim() == 0:
+            # Scalar parameters (learning rates, step counts) arrive every step;
+            # buffers are immutable, so equal scalars share one device buffer.
+            key = (self.config.device_uri, tensor.dtype, dtypes.to_carrier_numpy(tensor).tobytes())
+            view = _memo_get(_scalar_memo, key)
+            if view is None:
+                view = transfer.upload(self.runtime_device, tensor)
+                _memo_put(_scalar_memo, key, view)
+            return BackendData(view, (), tensor.dtype, device)
+        with metrics.timed("iree_upload"):
+            view = transfer.upload(self.runtime_device, tensor)
+        return BackendData(view, tensor.shape, tensor.dtype, device)
+
+    def to_host(self, data: BackendData) -> torch.Tensor:
+        with metrics.timed("iree_download"):
+            return transfer.download(self.runtime_device, data.handle, data.shape, data.dtype)
+
+    # -- compile ----------------------------------------------------------------------
+    def source_text(self, computation: lowering.Computation, form: str) -> str:
+        """The MLIR handed to iree-compile in input ``form`` (raw, torch or linalg)."""
+        if form == "raw":
+            return computation.mlir
+        target = "linalg-on-tensors" if form == "linalg" else "torch"
+        return lowering.lower(computation, target).mlir
+
+    def compile_key(self, computation: lowering.Computation) -> str:
+        """The disk-cache key: location-free MLIR, target, flags, forms, compiler version.
+
+        Locations only feed diagnostics, so keying on the text without them
+        lets an edited script (lines moved) keep its cached executables.
+        """
+        return DiskCache.key(computation.to_string(), self.config.cache_key(), self._compiler_version)
+
+    def compile(self, computations: Sequence[lowering.Computation]) -> list[IreeExecutableHandle]:
+        return [self._compile_one(c) for c in computations]
+
+    def _compile_vmfb(self, computation: lowering.Computation) -> bytes:
+        """Try each input form in turn; raise the first form's error if none compiles."""
+        errors: list[CompileError] = []
+        for form in self.config.input_forms:
+            try:
+                text = self.source_text(computation, form)
+                vmfb = compile_vmfb(text, self.config, computation.func_name, form)
+            except CompileError as e:
+                errors.append(e)
+                continue
+            if errors:
+                metrics.counter_add(f"iree_input_fallback::{form}")
+            return vmfb
+        first = errors[0]
+        if len(errors) > 1:
+            others = "; ".join(str(e).splitlines()[0] for e in errors[1:])
+            raise CompileError(f"{first}\n(other input forms failed too: {others})",
+                               repro_path=first.repro_path, location=first.location) from first
+        raise first
+
+    def compile_to_vmfb(self, computation: lowering.Computation) -> bytes:
+        """The VM flatbuffer for ``computation``: from memory, from disk, or compiled.
+
+        Needs no device, so any target compiles anywhere (CUDA in CI).
+        """
+        key = self.compile_key(computation)
+        vmfb = _memo_get(_vmfb_memo, key)
+        if vmfb is not None:
+            metrics.counter_add("iree_memo_hit")
+            return vmfb
+        vmfb = self.disk_cache.get(key)
+        if vmfb is None:
+            vmfb = self._compile_vmfb(computation)
+            self.disk_cache.put(key, vmfb)
+        _memo_put(_vmfb_memo, key, vmfb)
+        return vmfb
+
+    def _compile_one(self, computation: lowering.Computation) -> IreeExecutableHandle:
+        key = self.compile_key(computation)
+        vmfb = self.compile_to_vmfb(computation)
+        uri = self.config.device_uri
+        exe = _memo_get(_exe_memo, (uri, key))
+        if exe is None or exe.func_name != computation.func_name:
+            exe = self.runtime_device.load(vmfb, computation.func_name)
+            _memo_put(_exe_memo, (uri, key), exe)
+        results = [(tuple(r.shape), r.dtype) for r in computation.results]
+        return IreeExecutableHandle(exe, results, key)
+
+    # -- execute ------------------------------------------------------------------------
+    def execute_computation(
+        self, executable: IreeExecutableHandle, arguments: Sequence[BackendData], device: BackendDevice
+    ) -> list[BackendData]:
+        views = [a.handle for a in arguments]
+        outs = executable.exe.run(views, len(executable.result_types))
+        return [BackendData(v, shape, dtype, device) for v, (shape, dtype) in zip(outs, executable.result_types)]
+
+
+def make_iree_cpu() -> IreeBackend:
+    return IreeBackend("iree-cpu")
+
+
+def make_iree_vulkan() -> IreeBackend:
+    return IreeBackend("iree-vulkan")
+
+
+def make_iree_cuda() -> IreeBackend:
+    return IreeBackend("iree-cuda")

@@ -1,0 +1,139 @@
+"""Running ``iree-compile`` on a torch-dialect computation, and explaining failures.
+
+IREE's torch input pipeline accepts the IR as torch-mlir imports it
+(``input_type="torch"``), so the backend first hands it the imported module
+text with its ``loc("file":line:0)`` locations; torch-mlir's
+linalg-on-tensors form (``input_type="none"``) is the fallback (see config). A failed compile
+becomes ``lazy_core.CompileError`` carrying the user's source line (from the
+first diagnostic that has one) and a repro file holding the MLIR and the
+exact command line, so the failure can be replayed outside Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import tempfile
+
+from lazy_core import metrics
+from lazy_core.backend import CompileError
+
+from .config import IreeConfig
+
+# "file:line:col: error: message" as iree-compile prints diagnostics, or the raw MLIR form.
+_DIAG = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):\d+: error: (?P<msg>.*)$", re.M)
+_LOC = re.compile(r'loc\("(?P<file>[^"]+)":(?P<line>\d+):\d+\)')
+_OP = re.compile(r"'?(torch\.(?:aten|prims|operator)[\w.]*)'?")
+_OPERATOR_NAME = re.compile(r'name = "([\w.]+)"')
+
+
+def compiler_version() -> str:
+    """The IREE compiler's version string (part of every cache key)."""
+    try:
+        from iree.compiler.version import VERSION
+
+        return str(VERSION)
+    except Exception:  # pragma: no cover - very old packages
+        from importlib.metadata import version
+
+        return version("iree-base-compiler")
+
+
+def input_type(form: str) -> str:
+    """iree-compile's ``--iree-input-type`` for one of our input forms."""
+    return "none" if form == "linalg" else "torch"
+
+
+def command_line(config: IreeConfig, source: str = "input.mlir", form: str = "raw") -> str:
+    """The iree-compile invocation equivalent to ``compile_vmfb`` (for repros)."""
+    args = [
+        "iree-compile",
+        source,
+        f"--iree-input-type={input_type(form)}",
+        f"--iree-hal-target-backends={config.target.target_backend}",
+        *config.compile_flags,
+        "-o",
+        "out.vmfb",
+    ]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw") -> bytes:
+    """Compile ``mlir`` (in input ``form``) to a VM flatbuffer or raise ``IreeCompileError``."""
+    import iree.compiler as ic
+
+    metrics.counter_add("iree_compile")
+    try:
+        with metrics.timed(f"iree_compile:{config.target.target_backend}"):
+            return ic.compile_str(
+                mlir,
+                input_type=input_type(form),
+                target_backends=[config.target.target_backend],
+                extra_args=list(config.compile_flags),
+            )
+    except ic.CompilerToolError as e:
+        raise IreeCompileError.from_diagnostics(str(e), mlir, config, func_name, form) from None
+
+
+class IreeCompileError(CompileError):
+    """iree-compile rejected a computation; names the op and the user's line."""
+
+    @classmethod
+    def from_diagnostics(
+        cls, text: str, mlir: str, config: IreeConfig, func_name: str, form: str = "raw"
+    ) -> IreeCompileError:
+        diagnostics = text.split("\nInvoked with:")[0]
+        location = None
+        message = None
+        for m in _DIAG.finditer(diagnostics):
+            message = message or m.group("msg").strip()
+            if m.group("file") not in ("-", "<stdin>", "<unknown>") and location is None:
+                location = f"{m.group('file')}:{m.group('line')}"
+                message = m.group("msg").strip()
+                break
+        if location is None:
+            loc = _LOC.search(diagnostics)
+            if loc:
+                location = f"{loc.group('file')}:{loc.group('line')}"
+        if message is None:
+            lines = [ln.strip() for ln in diagnostics.splitlines() if "error" in ln]
+            message = lines[0] if lines else diagnostics.strip().splitlines()[-1]
+        op = _culprit(message)
+        repro = write_repro(mlir, config, func_name, diagnostics, form)
+        what = f"iree-compile ({config.target.target_backend}, {form} input) failed"
+        if op:
+            what += f" at {op}"
+        short = message if len(message) < 400 else message[:400] + " ..."
+        full = f"{what}: {short}"
+        if location:
+            full += f" [at {location}]"
+        full += f"\nrepro: {repro}"
+        return cls(full, repro_path=repro, location=location)
+
+
+def _culprit(message: str) -> str | None:
+    m = _OPERATOR_NAME.search(message)
+    if m and "torch.operator" in message:
+        return m.group(1)
+    m = _OP.search(message)
+    return m.group(1) if m else None
+
+
+def repro_dir() -> str:
+    d = os.environ.get("LAZY_REPRO_DIR") or os.path.join(tempfile.gettempdir(), "lazy-mlir-repros")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def write_repro(mlir: str, config: IreeConfig, func_name: str, diagnostics: str = "", form: str = "raw") -> str:
+    """Save ``mlir`` with the command line (and diagnostics) that reproduce the failure."""
+    digest = hashlib.sha1((mlir + config.cache_key()).encode()).hexdigest()[:12]
+    path = os.path.join(repro_dir(), f"{func_name}-iree-{config.target.target_backend}-{form}-{digest}.mlir")
+    with open(path, "w") as f:
+        f.write(f"// Reproduce: {command_line(config, path, form)}\n")
+        for line in diagnostics.strip().splitlines():
+            f.write(f"// {line}\n")
+        f.write(mlir)
+    return path

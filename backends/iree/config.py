@@ -1,0 +1,165 @@
+"""What an IREE backend compiles for and where it runs: targets, flags, devices.
+
+Three registered backends share one implementation and differ only in this
+configuration. Users adjust it without code through environment variables,
+read when a backend is constructed:
+
+``LAZY_IREE_FLAGS``
+    extra ``iree-compile`` flags for every IREE backend (shell syntax).
+``LAZY_IREE_<CPU|VULKAN|CUDA>_FLAGS``
+    extra flags for one backend, after the common ones.
+``LAZY_IREE_DEVICE`` / ``LAZY_IREE_<CPU|VULKAN|CUDA>_DEVICE``
+    the runtime device: an IREE device URI (``cuda://1``, ``vulkan://0``) or a
+    bare ordinal. A URI naming another driver is ignored by that backend, so
+    one setting can steer ``iree-cuda`` without breaking ``iree-cpu``.
+``LAZY_IREE_INPUT``
+    the forms of a computation to offer iree-compile, in order, comma separated
+    (default ``raw,linalg``): ``raw`` is the torch IR as imported (IREE's own
+    torch pipeline lowers it, with IREE's kernels for sort, scatter, attention);
+    ``torch`` is torch-mlir's backend contract (still IREE's torch pipeline);
+    ``linalg`` is torch-mlir's linalg-on-tensors lowering, the one the
+    reference backend runs, compiled with ``--iree-input-type=none``. The
+    first form that compiles wins. IREE 3.13's torch pipeline rejects some
+    ops torch-mlir lowers fine (``nll_loss_forward``: an unranked
+    ``prim.NumToTensor``; ``diagonal_scatter``), so ``linalg`` backs ``raw`` up.
+
+A user flag replaces a default flag of the same option (LLVM options may be
+given once). Flags change the compiled code, so they are part of the cache key.
+
+Defaults per target:
+* every target: ``--iree-input-demote-f64-to-f32=false``. IREE demotes f64 to
+  f32 by default, but (IREE 3.13, torch input) the function boundary still
+  asserts f64 buffer views while the code reads and allocates f32: inputs
+  are misread and results fail to be created. So f64 is computed in f64, and
+  a flag turning demotion back on is refused. A Vulkan device without f64
+  then fails to compile such graphs, which run eagerly with a warning.
+* llvm-cpu: ``--iree-llvmcpu-target-cpu=host`` (the host's vector units).
+* vulkan-spirv: on Mesa's lavapipe ``--iree-vulkan-target=llvmpipe``. IREE's
+  default Vulkan target (a mobile baseline without 16-bit storage) emulates
+  f16 buffers and gets them wrong on lavapipe, and lacks f64. On other Vulkan
+  devices pick a target with ``LAZY_IREE_VULKAN_FLAGS=--iree-vulkan-target=<arch>``
+  (``ampere``, ``rdna3``, ``valhall`` ...).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+from dataclasses import dataclass
+
+_DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
+_NO_DEMOTE_F64 = f"{_DEMOTE_F64}=false"
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """One IREE compilation target and the runtime driver that executes it."""
+
+    backend_name: str  # registered lazy backend name
+    target_backend: str  # iree-compile --iree-hal-target-backends
+    driver: str  # iree.runtime driver
+    env_tag: str  # CPU / VULKAN / CUDA in env var names
+    default_flags: tuple[str, ...] = ()
+
+
+CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU", (_NO_DEMOTE_F64, "--iree-llvmcpu-target-cpu=host"))
+VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN", (_NO_DEMOTE_F64,))
+CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", (_NO_DEMOTE_F64,))
+TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
+
+INPUT_FORMS = ("raw", "torch", "linalg")
+DEFAULT_INPUT_FORMS = ("raw", "linalg")
+
+
+def _option(flag: str) -> str:
+    return flag.split("=", 1)[0]
+
+
+def merge_flags(defaults: list[str] | tuple[str, ...], user: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``defaults`` minus the options ``user`` sets again, then ``user``."""
+    overridden = {_option(f) for f in user}
+    return tuple([f for f in defaults if _option(f) not in overridden] + list(user))
+
+
+@dataclass(frozen=True)
+class IreeConfig:
+    """Everything that decides compiled code (``compile_flags``, ``input_forms``) or placement (``device_uri``)."""
+
+    target: TargetSpec
+    compile_flags: tuple[str, ...] = ()
+    device_uri: str = ""
+    input_forms: tuple[str, ...] = DEFAULT_INPUT_FORMS
+
+    def cache_key(self) -> str:
+        return "|".join([self.target.target_backend, ",".join(self.input_forms), *self.compile_flags])
+
+
+def _env_flags(tag: str) -> list[str]:
+    flags: list[str] = []
+    for var in ("LAZY_IREE_FLAGS", f"LAZY_IREE_{tag}_FLAGS"):
+        flags += shlex.split(os.environ.get(var, ""))
+    return flags
+
+
+def resolve_device(driver: str, requested: str | None) -> str:
+    """The device URI to open for ``driver``: ``requested`` if it fits, else the driver's default."""
+    if requested:
+        requested = requested.strip()
+        if requested.isdigit():
+            return f"{driver}://{requested}"
+        scheme = requested.split("://", 1)[0].split(":", 1)[0]
+        if scheme == driver:
+            return requested
+    return driver
+
+
+@functools.cache
+def _vulkan_device_names() -> tuple[str, ...]:
+    try:
+        import iree.runtime as rt
+
+        return tuple(str(d.get("name", "")) for d in rt.get_driver("vulkan").query_available_devices())
+    except Exception:  # no loader, no ICD: nothing to tune for
+        return ()
+
+
+def detected_defaults(target: TargetSpec, device_uri: str) -> tuple[str, ...]:
+    """Default flags that depend on the device found at run time (Vulkan only)."""
+    if target.driver != "vulkan":
+        return ()
+    names = _vulkan_device_names()
+    index = 0
+    tail = device_uri.split("://", 1)[1] if "://" in device_uri else ""
+    if tail.isdigit():
+        index = int(tail)
+    name = names[index] if index < len(names) else (names[0] if names else "")
+    if "llvmpipe" in name.lower():
+        return ("--iree-vulkan-target=llvmpipe",)
+    return ()
+
+
+def make_config(
+    target: TargetSpec,
+    flags: list[str] | tuple[str, ...] | None = None,
+    device: str | None = None,
+    input_forms: str | list[str] | tuple[str, ...] | None = None,
+) -> IreeConfig:
+    """Constructor arguments first, then the environment, then defaults."""
+    requested = device or os.environ.get(f"LAZY_IREE_{target.env_tag}_DEVICE") or os.environ.get("LAZY_IREE_DEVICE")
+    uri = resolve_device(target.driver, requested)
+    forms = input_forms or os.environ.get("LAZY_IREE_INPUT") or DEFAULT_INPUT_FORMS
+    if isinstance(forms, str):
+        forms = [f.strip() for f in forms.split(",") if f.strip()]
+    bad = [f for f in forms if f not in INPUT_FORMS]
+    if bad or not forms:
+        raise ValueError(f"IREE input forms must be among {', '.join(INPUT_FORMS)}, not {forms!r}")
+    defaults = list(target.default_flags) + list(detected_defaults(target, uri))
+    user = _env_flags(target.env_tag) + list(flags or [])
+    for f in user:
+        if _option(f) == _DEMOTE_F64 and f.split("=", 1)[-1].lower() not in ("false", "0"):
+            raise ValueError(
+                f"{f}: IREE's f64 demotion breaks the function boundary (f64 buffer views are "
+                "asserted, f32 read); the lazy IREE backends always compile f64 as f64"
+            )
+    return IreeConfig(target, merge_flags(defaults, user), uri, tuple(forms))

@@ -1,0 +1,179 @@
+"""The persistent compilation cache: keys, atomic writes, corruption, two processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from conftest import ROOT, use_backend
+
+import lazy_core
+from backends.disk_cache import DiskCache, default_dir
+from backends.iree import IreeBackend
+from backends.iree import backend as iree_backend
+from lazy_core import metrics
+
+# -- the store itself --------------------------------------------------------------------------
+
+
+def test_put_get_and_counters(tmp_path) -> None:
+    cache = DiskCache("t", directory=str(tmp_path), enabled=True)
+    key = DiskCache.key("module", "llvm-cpu", "--flag")
+    metrics.reset()
+    assert cache.get(key) is None
+    assert cache.put(key, b"\x00payload\xff")
+    assert cache.get(key) == b"\x00payload\xff"
+    assert metrics.counter("disk_cache_miss") == 1 and metrics.counter("disk_cache_hit") == 1
+    # Written atomically: the entry and no temporary file are left behind.
+    files = [f for _, _, fs in os.walk(tmp_path) for f in fs]
+    assert files == [os.path.basename(cache.path(key))]
+
+
+def test_key_covers_every_part_and_their_boundaries() -> None:
+    assert DiskCache.key("ab", "c") != DiskCache.key("a", "bc")
+    assert DiskCache.key("m", "llvm-cpu") != DiskCache.key("m", "vulkan-spirv")
+    assert DiskCache.key("m", "x") == DiskCache.key(b"m", "x")
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "garbage"])
+def test_damaged_entry_is_discarded(tmp_path, damage: str) -> None:
+    cache = DiskCache("t", directory=str(tmp_path), enabled=True)
+    key = DiskCache.key("x")
+    payload = os.urandom(4096)
+    cache.put(key, payload)
+    path = cache.path(key)
+    blob = bytearray(open(path, "rb").read())
+    if damage == "flip":
+        blob[-100] ^= 0x40
+    elif damage == "truncate":
+        blob = blob[:-1000]
+    elif damage == "empty":
+        blob = bytearray()
+    else:
+        blob = bytearray(b"not a cache entry at all")
+    with open(path, "wb") as f:
+        f.write(blob)
+    metrics.reset()
+    assert cache.get(key) is None
+    assert metrics.counter("disk_cache_corrupt") == 1 and metrics.counter("disk_cache_miss") == 1
+    assert not os.path.exists(path)
+    cache.put(key, payload)
+    assert cache.get(key) == payload
+
+
+def test_environment_moves_and_disables_it(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("LAZY_CACHE_DIR", str(tmp_path / "here"))
+    assert default_dir() == str(tmp_path / "here")
+    assert DiskCache("iree").directory == str(tmp_path / "here" / "iree")
+    monkeypatch.delenv("LAZY_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_dir() == str(tmp_path / "xdg" / "lazy-mlir")
+    monkeypatch.setenv("LAZY_DISK_CACHE", "0")
+    off = DiskCache("t", directory=str(tmp_path))
+    assert not off.enabled and not off.put("k" * 64, b"x") and off.get("k" * 64) is None
+    assert not os.path.exists(os.path.join(str(tmp_path), "t"))
+
+
+def test_unwritable_directory_is_not_fatal(tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should be")
+    cache = DiskCache("t", directory=str(blocker), enabled=True)
+    metrics.reset()
+    assert not cache.put(DiskCache.key("x"), b"data")
+    assert metrics.counter("disk_cache_write_error") == 1
+
+
+# -- with the IREE backend ---------------------------------------------------------------------
+
+
+def test_corrupt_executable_is_recompiled_and_correct(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("LAZY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAZY_STRICT", "1")
+    x, w = torch.randn(5, 7), torch.randn(7, 3)
+
+    def run() -> torch.Tensor:
+        iree_backend.clear_memory_caches()
+        use_backend("iree-cpu")
+        return ((x.to("lazy") @ w.to("lazy")).sigmoid() * 3).cpu()
+
+    ref = (x @ w).sigmoid() * 3
+    torch.testing.assert_close(run(), ref)
+    assert metrics.counter("iree_compile") == 1 and metrics.counter("disk_cache_write") == 1
+    torch.testing.assert_close(run(), ref)
+    assert metrics.counter("iree_compile") == 0 and metrics.counter("disk_cache_hit") == 1
+    entries = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs]
+    assert len(entries) == 1
+    with open(entries[0], "r+b") as f:  # a bit flips inside the executable
+        f.seek(os.path.getsize(entries[0]) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x01]))
+    torch.testing.assert_close(run(), ref)
+    assert metrics.counter("disk_cache_corrupt") == 1 and metrics.counter("iree_compile") == 1
+    torch.testing.assert_close(run(), ref)  # and the rewritten entry is good again
+    assert metrics.counter("disk_cache_hit") == 1 and metrics.counter("iree_compile") == 0
+
+
+def test_cache_key_ignores_source_lines(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The same graph traced from another line of code reuses the executable."""
+    monkeypatch.setenv("LAZY_CACHE_DIR", str(tmp_path))
+    backend = use_backend("iree-cpu")
+    x = torch.randn(4).to("lazy")
+    a = (x * 5).exp()
+    a.cpu()
+    first = backend.lower(lazy_core.executor().last_graph())
+    b = (x * 5).exp()  # different line
+    b.cpu()
+    second = backend.lower(lazy_core.executor().last_graph())
+    assert first.mlir != second.mlir
+    assert backend.compile_key(first) == backend.compile_key(second)
+    assert IreeBackend("iree-cpu", flags=["--iree-opt-level=O1"]).compile_key(first) != backend.compile_key(first)
+
+
+_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, torch
+    sys.path.insert(0, {root!r})
+    import lazy_core
+    from lazy_core import metrics
+    lazy_core.init("iree-cpu")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 3)).to("lazy")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    for step in range(4):
+        x, y = torch.randn(5, 6, generator=g), torch.randn(5, 3, generator=g)
+        loss = ((model(x.to("lazy")) - y.to("lazy")) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        lazy_core.mark_step()
+    out = dict(loss=loss.item(), **{{k: metrics.counter(k) for k in
+               ("iree_compile", "disk_cache_hit", "disk_cache_miss", "fallback::compile_error")}})
+    print("RESULT" + json.dumps(out))
+    """
+)
+
+
+def test_second_process_compiles_nothing(tmp_path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(_SCRIPT.format(root=ROOT))
+    env = dict(os.environ, LAZY_CACHE_DIR=str(tmp_path / "cache"), LAZY_STRICT="1")
+    env.pop("LAZY_DISK_CACHE", None)
+    results = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
+        results.append(json.loads(line[len("RESULT"):]))
+    first, second = results
+    assert first["iree_compile"] >= 1 and first["disk_cache_miss"] >= 1
+    assert second["iree_compile"] == 0 and second["disk_cache_miss"] == 0
+    assert second["disk_cache_hit"] == first["disk_cache_miss"]
+    assert first["fallback::compile_error"] == second["fallback::compile_error"] == 0
+    assert second["loss"] == first["loss"]
