@@ -19,6 +19,11 @@ aten = torch.ops.aten
 
 # Scalar-typed arguments whose value decides the output shape: never lifted.
 _SHAPE_DEPENDENT_SCALARS = {"arange", "range", "linspace", "logspace", "full", "new_full"}
+# Exponents stay constants too: with a runtime exponent, pow must take the
+# general exp(y*log(x)) path, which gives NaN for negative bases (x ** 2 of a
+# negative x on IREE; garbage on the reference backend), and the compiler can
+# no longer turn x ** 2 into x * x.
+_CONSTANT_SCALAR_OPS = {"pow", "pow_", "float_power", "float_power_"}
 
 
 @dataclass(slots=True)
@@ -70,7 +75,7 @@ def _make_plan(op: Any) -> OpPlan:
     p.is_view = not p.mutated and any(
         r.alias_info is not None and not r.alias_info.is_write for r in schema.returns
     )
-    if base_name not in _SHAPE_DEPENDENT_SCALARS:
+    if base_name not in _SHAPE_DEPENDENT_SCALARS and base_name not in _CONSTANT_SCALAR_OPS:
         p.scalar_args = frozenset(
             # Tensor-typed too: ``x * 0.1`` arrives as mul.Tensor(x, 0.1), a wrapped number.
             a.name for a in schema.arguments
