@@ -306,11 +306,21 @@ class GraphExecutor:
             return _CacheEntry(None, graph, True, graph.name, error=first)
 
     def _run_eager(self, backend: BackendImpl, graph: LazyGraph, args: list, device: Any) -> list:
+        # Tensors cross host<->device here too: counted like upload()/to_host_many().
         from .eager_backend import interpret
 
-        hosts = [backend.to_host(a) for a in args]
+        hosts = []
+        for a in args:
+            with metrics.timed("transfer_to_host"):
+                hosts.append(backend.to_host(a))
+            metrics.counter_add("transfer_to_host_bytes", hosts[-1].numel() * hosts[-1].element_size())
         results = interpret(graph, hosts)
-        return [backend.make_backend_data(r.contiguous(), device) for r in results]
+        out = []
+        for r in results:
+            with metrics.timed("transfer_to_device"):
+                out.append(backend.make_backend_data(r.contiguous(), device))
+            metrics.counter_add("transfer_to_device_bytes", r.numel() * r.element_size())
+        return out
 
     # -- misc --------------------------------------------------------------------------
     def wait(self) -> None:
