@@ -92,6 +92,16 @@ def lazy_summary() -> dict[str, Any]:
     }
 
 
+def compile_failure_note(summary: dict[str, Any]) -> str | None:
+    """A warning line when graphs failed to compile and were interpreted on the CPU instead:
+    the results are still right, but the backend did not run them."""
+    n = summary["fallback_ops"].get("fallback::compile_error", 0)
+    if not n:
+        return None
+    return (f"NOTE: {n} graph(s) failed to compile and ran eagerly on the CPU (see the warnings "
+            "above; LAZY_STRICT=1 makes this an error)")
+
+
 def max_param_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
     """Largest absolute difference between same-named parameters (on the host)."""
     pb = dict(b.named_parameters())

@@ -14,6 +14,11 @@ step becomes one torch-dialect function that the backend compiles once; the
 first one or two steps differ (AdamW creates its state) and compile, the
 rest hit the cache. Both runs see the same batches; losses and final weights
 are compared with eager PyTorch on the CPU.
+
+On the default ``reference`` backend LLVM compiles the step's naive loops at
+-O2, which takes a minute or more per graph for this model;
+``LAZY_REFERENCE_OPT_LEVEL=0`` compiles several times faster, and
+``--backend iree-cpu`` is the fast path.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import torch
 from _common import (
     StepTimer,
     add_common_args,
+    compile_failure_note,
     fmt_ms,
     init_backend,
     lazy_summary,
@@ -209,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"lazy runtime:       {summary['compiles']} compiles ({summary['compile_s']:.1f} s; first step "
           f"{first / 1e3:.1f} s), {summary['cache_hits']} cache hits, {summary['fallbacks']} fallbacks"
           + (f" {summary['fallback_ops']}" if summary["fallbacks"] else ""))
+    note = compile_failure_note(summary)
+    if note:
+        print(note)
     write_json(args.json, results)
     return 0 if ok else 1
 

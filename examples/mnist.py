@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from _common import (
     StepTimer,
     add_common_args,
+    compile_failure_note,
     fmt_ms,
     init_backend,
     lazy_summary,
@@ -272,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
           + (f" {summary['fallback_ops']}" if summary["fallbacks"] else ""))
     if args.dump_mlir:
         print(f"MLIR of each compiled graph: {os.path.abspath(args.dump_mlir)}")
+    note = compile_failure_note(summary)
+    if note:
+        print(note)
     write_json(args.json, results)
     return 0 if ok else 1
 
