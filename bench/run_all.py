@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import sys
 import time
 from typing import Any
@@ -49,13 +50,22 @@ def goals(trace: dict[str, Any] | None, train: dict[str, Any] | None, cache: dic
             add(f"trace cost/op <= 1.5x torch._lazy ({wl}, CPU median)", r, None if r is None else r <= 1.5)
     if train:
         models = train["models"]
+        def both(goal: str, a: tuple[str, str], b: tuple[str, str], ok: Any) -> None:
+            # Wall time is the goal's measure; CPU time is shown beside it because
+            # on a loaded machine wall time measures the neighbours too. "met" needs both.
+            wall = C.ratio(_get(models, *a, "ms_per_step"), _get(models, *b, "ms_per_step"))
+            cpu = C.ratio(_get(models, *a, "cpu_ms_per_step"), _get(models, *b, "cpu_ms_per_step"))
+            if wall is None or cpu is None:
+                rows.append([goal, "-", "n/a"])
+                return
+            rows.append([goal, f"{wall:.2f}x wall, {cpu:.2f}x cpu", "met" if ok(wall) and ok(cpu) else "MISSED"])
+
         for model in models:
-            r = C.ratio(_get(models, model, "lazy-mlir/iree-cpu", "ms_per_step"), _get(models, model, "eager", "ms_per_step"))
-            add(f"{model}: iree-cpu step <= 1.0x eager", r, None if r is None else r <= 1.0)
+            both(f"{model}: iree-cpu step <= 1.0x eager", (model, "lazy-mlir/iree-cpu"), (model, "eager"),
+                 lambda r: r <= 1.0)
         if "bert" in models:
-            r = C.ratio(_get(models, "bert", "torch._lazy", "ms_per_step"),
-                        _get(models, "bert", "lazy-mlir/iree-cpu", "ms_per_step"))
-            add("bert: iree-cpu >= 10x faster than torch._lazy", r, None if r is None else r >= 10)
+            both("bert: iree-cpu >= 10x faster than torch._lazy", ("bert", "torch._lazy"),
+                 ("bert", "lazy-mlir/iree-cpu"), lambda r: r >= 10)
         for model in models:
             for label in ("lazy-mlir/iree-cpu", "lazy-mlir/iree-cpu lr-sched"):
                 r = _get(models, model, label)
@@ -86,7 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke-test sizes (about a minute or two)")
     ap.add_argument("--skip", default="", help="comma-separated: trace, train, cache")
     ap.add_argument("--threads", type=int, default=C.default_threads())
+    ap.add_argument("--report-only", action="store_true", help="recompute the goals from bench/results/*.json")
     args = ap.parse_args(argv)
+    if args.report_only:
+        loaded = []
+        for name in ("trace_overhead", "train_step", "compile_cache"):
+            path = C.RESULTS_DIR / f"{name}.json"
+            loaded.append(json.loads(path.read_text()) if path.exists() else None)
+        print(C.table(["goal (issue 8)", "measured", ""], goals(*loaded), title="Goals"))
+        return 0
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     common = ["--threads", str(args.threads or 0)] + (["--quick"] if args.quick else [])
     start = time.perf_counter()

@@ -309,9 +309,9 @@ def worker(args: argparse.Namespace) -> None:
     steady_cpu = time.process_time() - c0
     timers_after = _lazy_timer_totals(system)
 
+    steady_compiles = system.compiles() - compiles_warm  # before reading losses: a read may compile
     loss_values = [float(v.cpu()) for v in losses]
     steady_w, steady_c, steady_t = walls[warmup:], cpus[warmup:], trace_s[warmup:]
-    steady_compiles = system.compiles() - compiles_warm
     last_compile_step, prev = 0, 0
     for i, c in enumerate(compiles_after_step):
         if c > prev:
