@@ -31,25 +31,29 @@ except ImportError:  # pragma: no cover - other runtime builds
 
 _lock = threading.Lock()
 _devices: dict[str, IreeDevice] = {}
-_flags_parsed = False
+_parsed: set[str] = set()
 
 
 def _parse_runtime_flags(driver: str) -> None:
-    """Give the CPU task pool one worker per usable core (once, before any device)."""
-    global _flags_parsed
-    if _flags_parsed:
-        return
-    _flags_parsed = True
+    """Runtime flags, given once per process before the first device of a driver.
+
+    The CPU task pool gets one worker per usable core (IREE's default counts
+    physical cores only, half of them on an SMT machine);
+    ``LAZY_IREE_RUNTIME_FLAGS`` adds any other runtime flag and may override it.
+    """
     flags = []
-    if driver.startswith("local-task"):
+    if driver.startswith("local-task") and "local-task" not in _parsed:
+        _parsed.add("local-task")
         try:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not on Linux
             cores = os.cpu_count() or 1
         flags.append(f"--task_topology_group_count={max(1, cores)}")
-    extra = os.environ.get("LAZY_IREE_RUNTIME_FLAGS", "").split()
-    if flags or extra:
-        rt.flags.parse_flags(*flags, *extra)
+    if flags or "env" not in _parsed:
+        _parsed.add("env")
+        flags += os.environ.get("LAZY_IREE_RUNTIME_FLAGS", "").split()  # last, so the user wins
+    if flags:
+        rt.flags.parse_flags(*flags)
 
 
 class IreeDevice:
