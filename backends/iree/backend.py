@@ -11,11 +11,18 @@ Compiled modules are memoized per process (backend objects come and go with
 ``lazy_core.init``) and persisted in ``backends.disk_cache`` so a second run
 of the same program compiles nothing.
 
+iree-compile is offered the computation in the forms ``config.input_forms``
+names, in order (default: the raw torch import, then torch-mlir's
+linalg-on-tensors lowering); the first that compiles wins.
+
 Host<->device byte counts (``transfer_to_device_bytes`` /
 ``transfer_to_host_bytes``) are counted by lazy_core at its transfer sites
-(``upload``, ``to_host_many``, scalar parameters, eager fallback), the one
-place that sees every transfer of every backend, so this backend counts none
+(``upload``, ``to_host_many``, graph-level eager fallback), the one place
+that sees every transfer of every backend, so this backend counts none
 itself; it times the raw copies as ``iree_upload`` and ``iree_download``.
+Scalar parameters (0-d tensors of a few bytes, made every step) are
+kernel arguments rather than tensor transfers: the executor does not count
+them, and this backend keeps one device buffer per distinct value.
 
 dtypes: f32, f16, bf16, i64, i32, i16, i8, u8, bool and 0-d tensors run as
 is. f64 is computed in f64: IREE's default f64->f32 demotion is switched off
@@ -26,10 +33,7 @@ if the two differ.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
@@ -42,39 +46,10 @@ from ..mlir_backend import MlirBackend
 from . import dtypes, transfer
 from .compiler import compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
+from .memo import clear_memory_caches, exe_memo, memo_get, memo_put, scalar_memo, vmfb_memo
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
 
-_MEMO_SIZE = 512
-_memo_lock = threading.Lock()
-# Process-wide: cache key -> vmfb bytes, and (device uri, key) -> loaded executable.
-_vmfb_memo: OrderedDict[str, bytes] = OrderedDict()
-_exe_memo: OrderedDict[tuple[str, str], IreeExecutable] = OrderedDict()
-# (device uri, dtype, bytes) -> device buffer of a 0-d tensor.
-_scalar_memo: OrderedDict[tuple[str, torch.dtype, bytes], Any] = OrderedDict()
-
-
-def _memo_get(memo: OrderedDict, key: Any) -> Any:
-    with _memo_lock:
-        value = memo.get(key)
-        if value is not None:
-            memo.move_to_end(key)
-        return value
-
-
-def _memo_put(memo: OrderedDict, key: Any, value: Any) -> None:
-    with _memo_lock:
-        memo[key] = value
-        memo.move_to_end(key)
-        while len(memo) > _MEMO_SIZE:
-            memo.popitem(last=False)
-
-
-def clear_memory_caches() -> None:
-    """Forget compiled and loaded modules kept in this process (not the disk cache)."""
-    with _memo_lock:
-        _vmfb_memo.clear()
-        _exe_memo.clear()
-        _scalar_memo.clear()
+__all__ = ["IreeBackend", "clear_memory_caches", "make_iree_cpu", "make_iree_cuda", "make_iree_vulkan"]
 
 
 class IreeExecutableHandle:
@@ -136,10 +111,10 @@ class IreeBackend(MlirBackend):
             # Scalar parameters (learning rates, step counts) arrive every step;
             # buffers are immutable, so equal scalars share one device buffer.
             key = (self.config.device_uri, tensor.dtype, dtypes.to_carrier_numpy(tensor).tobytes())
-            view = _memo_get(_scalar_memo, key)
+            view = memo_get(scalar_memo, key)
             if view is None:
                 view = transfer.upload(self.runtime_device, tensor)
-                _memo_put(_scalar_memo, key, view)
+                memo_put(scalar_memo, key, view)
             return BackendData(view, (), tensor.dtype, device)
         with metrics.timed("iree_upload"):
             view = transfer.upload(self.runtime_device, tensor)
@@ -194,7 +169,7 @@ class IreeBackend(MlirBackend):
         Needs no device, so any target compiles anywhere (CUDA in CI).
         """
         key = self.compile_key(computation)
-        vmfb = _memo_get(_vmfb_memo, key)
+        vmfb = memo_get(vmfb_memo, key)
         if vmfb is not None:
             metrics.counter_add("iree_memo_hit")
             return vmfb
@@ -202,17 +177,17 @@ class IreeBackend(MlirBackend):
         if vmfb is None:
             vmfb = self._compile_vmfb(computation)
             self.disk_cache.put(key, vmfb)
-        _memo_put(_vmfb_memo, key, vmfb)
+        memo_put(vmfb_memo, key, vmfb)
         return vmfb
 
     def _compile_one(self, computation: lowering.Computation) -> IreeExecutableHandle:
         key = self.compile_key(computation)
         vmfb = self.compile_to_vmfb(computation)
         uri = self.config.device_uri
-        exe = _memo_get(_exe_memo, (uri, key))
+        exe = memo_get(exe_memo, (uri, key))
         if exe is None or exe.func_name != computation.func_name:
             exe = self.runtime_device.load(vmfb, computation.func_name)
-            _memo_put(_exe_memo, (uri, key), exe)
+            memo_put(exe_memo, (uri, key), exe)
         results = [(tuple(r.shape), r.dtype) for r in computation.results]
         return IreeExecutableHandle(exe, results, key)
 
