@@ -26,7 +26,17 @@ aten = torch.ops.aten
 DECOMPOSED_OPS = (
     aten.native_layer_norm_backward.default,
     aten.embedding_dense_backward.default,
+    aten.native_batch_norm_backward.default,
+    aten.squeeze.dims,
 )
+
+
+def _squeeze_dims(x: torch.Tensor, dims: list[int]) -> torch.Tensor:
+    """``squeeze.dims`` (no torch-mlir lowering; batch norm's decomposition
+    makes it) as one ``squeeze.dim`` per dimension, highest first."""
+    for d in sorted({d % max(x.dim(), 1) for d in dims}, reverse=True):
+        x = aten.squeeze.dim(x, d)
+    return x
 
 
 def _embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
@@ -50,6 +60,7 @@ def _table() -> dict[Any, Callable]:
 
     table = get_decompositions(list(DECOMPOSED_OPS))
     table[aten.embedding_dense_backward.default] = _embedding_dense_backward
+    table[aten.squeeze.dims] = _squeeze_dims
     return table
 
 
