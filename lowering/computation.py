@@ -43,11 +43,23 @@ class Computation:
     form: str = "torch"
     #: func.func op locations are "file":line; this maps a node index to its location string.
     node_locations: list[str] = field(default_factory=list)
+    #: True when this torch-backend form came from the full (shape-refining) pipeline.
+    full_route: bool = field(default=False, repr=False, compare=False)
+    # The text is printed once: backends, caches and dumps all ask for it.
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def mlir(self) -> str:
         """The module as text, with source locations."""
-        return self.module.operation.get_asm(enable_debug_info=True)
+        if self._text is None:
+            self._text = self.module.operation.get_asm(enable_debug_info=True)
+        return self._text
+
+    def asm(self, locations: bool = True, inline_locations: bool = False) -> str:
+        """The module as text; ``inline_locations`` prints ``loc(...)`` on each op, not as aliases."""
+        return self.module.operation.get_asm(
+            enable_debug_info=locations, use_local_scope=inline_locations
+        )
 
     def to_string(self) -> str:
         return str(self.module)
@@ -60,10 +72,13 @@ class Computation:
         return buf.getvalue()
 
     def clone_module(self) -> Any:
-        """A fresh copy of the module (pipelines mutate modules in place)."""
+        """A fresh copy of the module (pipelines mutate modules in place).
+
+        Bytecode keeps locations and round-trips several times faster than text.
+        """
         from torch_mlir import ir
 
-        return ir.Module.parse(self.mlir, context=self.module.context)
+        return ir.Module.parse(self.to_bytecode(), context=self.module.context)
 
     def signature(self) -> str:
         def fmt(shape: tuple[int, ...], dtype: torch.dtype) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 import threading
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -47,8 +48,26 @@ def mlir_context() -> Any:
     return ctx
 
 
+@lru_cache(maxsize=8192)
 def _meta_tensor(m: TensorMeta) -> torch.Tensor:
+    """One shared meta tensor per shape/dtype/stride: graphs repeat the same few
+    types, and reusing the object lets the importer's type cache hit."""
     return torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta")
+
+
+# id(tensor) -> (tensor, its TensorMetadata); holding the tensor keeps the id valid.
+_tensor_metadata_cache: dict[int, tuple[torch.Tensor, Any]] = {}
+
+
+def _tensor_metadata(val: torch.Tensor) -> Any:
+    """``_extract_tensor_metadata`` (contiguity checks and all) once per shared meta tensor."""
+    hit = _tensor_metadata_cache.get(id(val))
+    if hit is not None and hit[0] is val:
+        return hit[1]
+    md = _extract_tensor_metadata(val)
+    if len(_tensor_metadata_cache) < 8192:
+        _tensor_metadata_cache[id(val)] = (val, md)
+    return md
 
 
 def _fake_tensor(m: TensorMeta) -> torch.Tensor:
@@ -64,7 +83,7 @@ def _fake_tensor(m: TensorMeta) -> torch.Tensor:
 def _set_meta(fx_node: Any, val: Any) -> None:
     fx_node.meta["val"] = val
     if isinstance(val, torch.Tensor):
-        fx_node.meta["tensor_meta"] = _extract_tensor_metadata(val)
+        fx_node.meta["tensor_meta"] = _tensor_metadata(val)
 
 
 def _stack_trace(node: Node) -> str | None:

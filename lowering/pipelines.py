@@ -4,6 +4,15 @@
 module and verifies the result. On failure it writes a repro (the input MLIR
 with locations, and the pipeline) and raises ``LoweringError`` naming the
 failing op and the user's source line from the MLIR diagnostic location.
+
+Reaching the torch backend contract has two routes. The full one
+(``torch-function-to-torch-backend-pipeline``) re-derives every shape and
+dtype with torch-mlir's abstract-interpretation library, which costs about a
+second per graph however small. The importer already gives every value a
+static shape and dtype, so the fast route (the dynamo-export pipeline) is
+enough for most graphs and takes milliseconds; the full route runs only when
+the fast one leaves the contract unsatisfied (some decompositions create
+tensors of unknown rank) or the next stage fails on its output.
 """
 
 from __future__ import annotations
@@ -12,16 +21,40 @@ import hashlib
 import os
 import re
 from dataclasses import replace
+from typing import Any
 
 from lazy_core import metrics
 
 from .computation import Computation
 from .errors import LoweringError, repro_dir
 
+# torch-function-to-torch-backend-pipeline, not torchdynamo-export-...: its
+# backend-contract loop refines shapes after decomposing, which ops like
+# nll_loss_forward need (their decomposition makes unranked 0-d tensors).
 TORCH_BACKEND = (
     "builtin.module(func.func(torch-match-quantized-custom-ops), "
-    "torchdynamo-export-to-torch-backend-pipeline)"
+    "torch-function-to-torch-backend-pipeline)"
 )
+#: Ops the fast route keeps whole on the way to linalg: their decompositions
+#: make tensors of unknown rank that only the full route's shape refinement
+#: can type, while torch-mlir lowers them to linalg directly. The "torch"
+#: target keeps nothing extra whole, so its consumers (IREE's torch input)
+#: see the same op set as the full route gives.
+FAST_ROUTE_LEGAL_OPS = ("aten.nll_loss_forward", "aten.nll_loss_backward")
+_KEEP_WHOLE = {"linalg-on-tensors": FAST_ROUTE_LEGAL_OPS}
+
+
+def fast_torch_backend_pipeline(keep_whole: tuple[str, ...] = ()) -> str:
+    """The fast route, checked by torch-mlir's own contract verifier."""
+    legal = f"{{backend-legal-ops={','.join(keep_whole)}}}" if keep_whole else ""
+    return (
+        "builtin.module(func.func(torch-match-quantized-custom-ops), "
+        f"torchdynamo-export-to-torch-backend-pipeline{legal}, "
+        "torch-verify-backend-contract-no-decompositions)"
+    )
+
+
+TORCH_BACKEND_FAST = fast_torch_backend_pipeline()
 _BACKEND_PIPELINES = {
     "linalg-on-tensors": "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)",
     "tosa": "builtin.module(torch-backend-to-tosa-backend-pipeline)",
@@ -31,7 +64,11 @@ TARGETS = ("raw", "torch", *_BACKEND_PIPELINES)
 
 
 def pipeline_for(target: str) -> list[str]:
-    """The pipelines (in order) that take imported torch IR to ``target``."""
+    """The pipelines (in order) that take imported torch IR to ``target``.
+
+    This is the authoritative (full) route; ``lower`` may take the fast one
+    to the torch contract first when it gives a valid result.
+    """
     if target == "raw":
         return []
     if target == "torch":
@@ -42,61 +79,117 @@ def pipeline_for(target: str) -> list[str]:
 
 
 _LOC = re.compile(r'loc\("([^"]+)":(\d+):\d+\)')
+_DIAG_LOC = re.compile(r'"([^"]+)":(\d+):\d+')
+_OP = re.compile(r"'?(torch\.aten\.[\w.]+|torch\.prims\.[\w.]+)'?")
+_UNKNOWN_OP = re.compile(r'name = "((?:aten|prims)\.[\w.]+)"')
 
 
 def _location_of(diag_loc: str) -> str | None:
-    m = _LOC.search(diag_loc)
+    m = _LOC.search(diag_loc) or _DIAG_LOC.search(diag_loc)
     return f"{m.group(1)}:{m.group(2)}" if m else None
+
+
+def _run(module: Any, pipeline: str, form: str) -> None:
+    """Run ``pipeline`` on ``module`` in place (raises MLIRError)."""
+    from torch_mlir.passmanager import PassManager
+
+    with module.context:
+        pm = PassManager.parse(pipeline)
+        with metrics.timed(f"pipeline:{form}"):
+            pm.run(module.operation)
+        module.operation.verify()
 
 
 def run_pipeline(computation: Computation, pipeline: str, form: str) -> Computation:
     """Run one pass pipeline on a copy of ``computation``'s module."""
     from torch_mlir.ir import MLIRError
-    from torch_mlir.passmanager import PassManager
 
-    source = computation.mlir
     module = computation.clone_module()
-    with module.context:
-        pm = PassManager.parse(pipeline)
-        try:
-            with metrics.timed(f"pipeline:{form}"):
-                pm.run(module.operation)
-            module.operation.verify()
-        except MLIRError as e:
-            raise _failure(computation, source, pipeline, form, e) from None
+    try:
+        _run(module, pipeline, form)
+    except MLIRError as e:
+        raise _failure(computation, pipeline, form, e) from None
     return replace(computation, module=module, form=form)
 
 
-def _failure(computation: Computation, source: str, pipeline: str, form: str, e: Exception) -> LoweringError:
+def _failure(computation: Computation, pipeline: str, form: str, e: Exception) -> LoweringError:
+    """A LoweringError naming the op and user line, with the repro written to disk."""
     diags = getattr(e, "error_diagnostics", None) or []
     first = diags[0] if diags else None
     message = first.message if first is not None else str(e)
     location = _location_of(str(first.location)) if first is not None else None
     op = None
-    if first is not None:
-        # The op is usually named in the message or the notes ("failed to legalize 'torch.aten.x'").
-        for text in [message] + [n.message for n in getattr(first, "notes", [])]:
-            m = re.search(r"'?(torch\.aten\.[\w.]+|torch\.prims\.[\w.]+)'?", text)
-            if m:
-                op = m.group(1)
-                break
-        if op is None:
-            m = re.search(r"(torch\.aten\.[\w.]+)", source.splitlines()[0] if source else "")
+    texts = [message] + [n.message for n in getattr(first, "notes", [])] if first is not None else [str(e)]
+    for text in texts:
+        # The op is named in the message or the notes ("failed to legalize 'torch.aten.x'"),
+        # or, for an op without a torch-dialect definition, as torch.operator's name.
+        m = _UNKNOWN_OP.search(text) or _OP.search(text)
+        if m:
+            op = m.group(1)
+            break
+    # The input is intact: pipelines ran on a clone.
+    source = computation.mlir
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
     path = os.path.join(repro_dir(), f"{computation.func_name}-{form}-{digest}.mlir")
     with open(path, "w") as f:
         f.write(f"// Reproduce: torch-mlir-opt --pass-pipeline='{pipeline}' {path}\n")
         f.write(source)
-    what = f"lowering to {form} failed"
+    what = f"lowering {computation.func_name} to {form} failed"
     if op:
         what += f" at {op}"
-    return LoweringError(f"{what}: {message.strip()}", repro_path=path, location=location)
+    if location:
+        what += f" ({location})"
+    detail = message.strip().splitlines()[0] if message.strip() else type(e).__name__
+    error = LoweringError(f"{what}: {detail}", repro_path=path, location=location)
+    error.op = op  # type: ignore[attr-defined]
+    return error
+
+
+def to_torch_backend(computation: Computation, fast: bool = True,
+                     keep_whole: tuple[str, ...] = ()) -> Computation:
+    """``computation`` (as imported) in torch backend-contract form.
+
+    With ``fast``, try the cheap route first and fall back to the full one
+    when torch-mlir's contract verifier rejects the result.
+    """
+    from torch_mlir.ir import MLIRError
+
+    if fast:
+        module = computation.clone_module()
+        try:
+            _run(module, fast_torch_backend_pipeline(keep_whole), "torch")
+            return replace(computation, module=module, form="torch", full_route=False)
+        except MLIRError:
+            metrics.counter_add("lowering_full_torch_pipeline")
+    return replace(run_pipeline(computation, TORCH_BACKEND, "torch"), full_route=True)
+
+
+def _full_route_may_help(torch_form: Computation) -> bool:
+    """Whether the full route would give a different torch form: only where the
+    fast one kept an op whole or left a dimension unknown."""
+    text = torch_form.asm(locations=False)
+    return "?" in text or any(f"torch.{op} " in text for op in FAST_ROUTE_LEGAL_OPS)
 
 
 def lower(computation: Computation, target: str) -> Computation:
     """``computation`` (imported torch IR) lowered to ``target``'s contract."""
-    result = computation
-    forms = ["torch", target] if target != "torch" else ["torch"]
-    for pipeline, form in zip(pipeline_for(target), forms):
-        result = run_pipeline(result, pipeline, form)
-    return result
+    pipeline_for(target)  # validates the name
+    if target == "raw":
+        return computation
+    torch_form = to_torch_backend(computation, keep_whole=_KEEP_WHOLE.get(target, ()))
+    if target == "torch":
+        return torch_form
+    from torch_mlir.ir import MLIRError
+
+    pipeline = _BACKEND_PIPELINES[target]
+    module = torch_form.clone_module()
+    try:
+        _run(module, pipeline, target)
+        return replace(torch_form, module=module, form=target)
+    except MLIRError as e:
+        if torch_form.full_route or not _full_route_may_help(torch_form):
+            raise _failure(torch_form, pipeline, target, e) from None
+    # The fast torch form was valid but not enough for this target (e.g. it
+    # needed shapes only the full route refines): redo it the authoritative way.
+    metrics.counter_add("lowering_full_torch_pipeline")
+    return run_pipeline(to_torch_backend(computation, fast=False), pipeline, target)

@@ -1,0 +1,35 @@
+# RUN: %PYTHON %s | FileCheck %s
+# torch.optim.Adam(foreach=True): the _foreach_* ops are decomposed into
+# per-tensor ops before they reach the graph; hyperparameters are scalar
+# parameters; weights and both moment buffers of both tensors are results.
+import torch
+import lazy_core
+from tools.lit_helpers import emit_step
+
+lazy_core.init("eager")
+torch.manual_seed(0)
+ws = [torch.nn.Parameter(torch.randn(4, 3).to("lazy")), torch.nn.Parameter(torch.randn(3).to("lazy"))]
+for w in ws:
+    w.grad = torch.randn(w.shape).to("lazy")
+opt = torch.optim.Adam(ws, lr=0.01, foreach=True)
+lazy_core.mark_step()
+opt.step()
+emit_step()
+
+# CHECK: // signature: @{{.*}} -> ([4, 3]:float32, [3]:float32, [4, 3]:float32, [4, 3]:float32, [3]:float32, [3]:float32)
+# CHECK-NOT: torch.aten._foreach
+# CHECK: torch.aten.item %arg{{[0-9]+}} : !torch.vtensor<[],f64> -> !torch.float
+# exp_avg = lerp(0, grad, 1 - beta1); exp_avg_sq = beta2 * 0 + (1 - beta2) * grad * grad
+# CHECK: %[[M:[0-9]+]] = torch.aten.lerp.Scalar %{{[0-9]+}}, %arg1, %{{[0-9]+}} : !torch.vtensor<[4,3],f32>, !torch.vtensor<[4,3],f32>, !torch.float -> !torch.vtensor<[4,3],f32>
+# CHECK: %[[V:[0-9]+]] = torch.aten.addcmul %{{[0-9]+}}, %arg1, %arg1, %{{[0-9]+}} : {{.*}} -> !torch.vtensor<[4,3],f32>
+# denom = sqrt(exp_avg_sq) / sqrt(bias_correction2) + eps; w = w - step_size * exp_avg / denom
+# CHECK: %[[S:[0-9]+]] = torch.aten.sqrt %[[V]] : !torch.vtensor<[4,3],f32> -> !torch.vtensor<[4,3],f32>
+# CHECK: %[[D:[0-9]+]] = torch.aten.div.Scalar %[[S]], %{{[0-9]+}} : !torch.vtensor<[4,3],f32>, !torch.float
+# CHECK: %[[DEN:[0-9]+]] = torch.aten.add.Scalar %[[D]], %{{[0-9]+}}, %int1{{[_0-9]*}} : !torch.vtensor<[4,3],f32>, !torch.float, !torch.int
+# CHECK: %[[W:[0-9]+]] = torch.aten.addcdiv %arg0, %[[M]], %[[DEN]], %{{[0-9]+}} : {{.*}} -> !torch.vtensor<[4,3],f32>
+# The same for the second parameter, with its own shapes.
+# CHECK: torch.aten.lerp.Scalar %{{[0-9]+}}, %arg9, {{.*}} -> !torch.vtensor<[3],f32>
+# CHECK: torch.aten.addcmul %{{[0-9]+}}, %arg9, %arg9, {{.*}} -> !torch.vtensor<[3],f32>
+# CHECK: torch.aten.addcdiv %arg8, {{.*}} -> !torch.vtensor<[3],f32>
+# CHECK: return %[[W]], %{{[0-9]+}}, %[[M]], %[[V]],
+# CHECK-NOT: torch.aten._foreach

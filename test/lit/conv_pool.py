@@ -1,0 +1,21 @@
+# RUN: %PYTHON %s | FileCheck %s
+# A small CNN forward: conv2d is torch.aten.convolution with its stride,
+# padding and dilation lists; max_pool2d is max_pool2d_with_indices (values
+# and si64 indices); flatten is a view of the values.
+import torch
+import lazy_core
+from tools.lit_helpers import emit
+
+lazy_core.init("eager")
+torch.manual_seed(0)
+conv = torch.nn.Conv2d(1, 4, 3, padding=1).to("lazy")
+x = torch.randn(2, 1, 8, 8).to("lazy")
+with torch.no_grad():
+    y = torch.nn.functional.max_pool2d(conv(x).relu(), 2).flatten(1)
+emit([y])
+
+# CHECK: // signature: @{{.*}} -> ([2, 64]:float32)
+# CHECK: %[[C:[0-9]+]] = torch.aten.convolution %arg{{[0-9]}}, %arg{{[0-9]}}, %arg{{[0-9]}}, {{.*}} : !torch.vtensor<[2,1,8,8],f32>, !torch.vtensor<[4,1,3,3],f32>, !torch.vtensor<[4],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.bool, !torch.list<int>, !torch.int -> !torch.vtensor<[2,4,8,8],f32>
+# CHECK: %[[R:[0-9]+]] = torch.aten.relu %[[C]]
+# CHECK: %result0, %result1 = torch.aten.max_pool2d_with_indices %[[R]], {{.*}} -> !torch.vtensor<[2,4,4,4],f32>, !torch.vtensor<[2,4,4,4],si64>
+# CHECK: torch.aten.view %result0, {{.*}} -> !torch.vtensor<[2,64],f32>

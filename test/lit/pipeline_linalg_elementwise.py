@@ -1,0 +1,21 @@
+# RUN: %PYTHON %s | FileCheck %s
+# linalg-on-tensors: elementwise ops become linalg.generic with parallel
+# iterators, a scalar parameter is read from its 0-d tensor argument with
+# tensor.extract, and the locations survive lowering.
+import torch
+import lazy_core
+from tools.lit_helpers import emit
+
+lazy_core.init("eager")
+x = torch.randn(2, 3).to("lazy")
+y = torch.randn(2, 3).to("lazy")
+emit([(x + y) * 0.5], target="linalg-on-tensors")
+
+# CHECK: // form: linalg-on-tensors
+# CHECK: func.func @lazy_graph_{{[0-9a-f]+}}(%arg0: tensor<2x3xf32> {{.*}}, %arg1: tensor<2x3xf32> {{.*}}, %arg2: tensor<f64> {{.*}}) -> tensor<2x3xf32>
+# CHECK: tensor.extract %arg2[] : tensor<f64>
+# CHECK: linalg.generic {{{.*}}iterator_types = ["parallel", "parallel"]} ins(%arg0, %arg1 : tensor<2x3xf32>, tensor<2x3xf32>)
+# CHECK: arith.addf {{.*}} loc("{{.*}}pipeline_linalg_elementwise.py":12:0)
+# CHECK: linalg.generic
+# CHECK: arith.mulf
+# CHECK-NOT: torch.

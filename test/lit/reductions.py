@@ -1,0 +1,21 @@
+# RUN: %PYTHON %s | FileCheck %s
+# Reductions: full sum to a 0-d tensor, keepdim sums, mean, amax, argmax
+# (si64 result), var with a correction, and max(dim) with two results.
+import torch
+import lazy_core
+from tools.lit_helpers import emit
+
+lazy_core.init("eager")
+z = torch.randn(3, 4).to("lazy")
+values, indices = z.max(1)
+emit([z.sum(), z.sum(1, keepdim=True), z.mean(0), z.amax(1), z.argmax(1), z.var(1), values, indices])
+
+# CHECK: // signature: @{{.*}}(device_data[3, 4]:float32) -> ([]:float32, [3, 1]:float32, [4]:float32, [3]:float32, [3]:int64, [3]:float32, [3]:float32, [3]:int64)
+# CHECK: torch.aten.sum %arg0, %none{{.*}} : !torch.vtensor<[3,4],f32>, !torch.none -> !torch.vtensor<[],f32>
+# CHECK: torch.aten.sum.dim_IntList %arg0, %{{[0-9]+}}, %true{{.*}} -> !torch.vtensor<[3,1],f32>
+# CHECK: torch.aten.mean.dim %arg0, %{{[0-9]+}}, %false{{.*}} -> !torch.vtensor<[4],f32>
+# CHECK: torch.aten.amax %arg0, {{.*}} -> !torch.vtensor<[3],f32>
+# CHECK: torch.aten.argmax %arg0, {{.*}} : !torch.vtensor<[3,4],f32>, !torch.int, !torch.bool -> !torch.vtensor<[3],si64>
+# CHECK: torch.aten.var.correction %arg0, {{.*}} -> !torch.vtensor<[3],f32>
+# CHECK: %values, %indices = torch.aten.max.dim %arg0, {{.*}} -> !torch.vtensor<[3],f32>, !torch.vtensor<[3],si64>
+# CHECK: return {{.*}}, %values, %indices :
