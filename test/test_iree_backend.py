@@ -112,6 +112,7 @@ def test_round_trip_is_exact(iree: IreeBackend) -> None:
         torch.randn(3, 7, dtype=torch.float64), torch.randn(4).bfloat16(), torch.randn(2, 2).half(),
         torch.arange(-5, 5, dtype=torch.int8), torch.tensor(True), torch.tensor(7, dtype=torch.int64),
         torch.randn(2, 3).t(),  # non-contiguous source
+        torch.randn(3, dtype=torch.complex64), torch.tensor(200, dtype=torch.uint8),
         torch.empty(0, 3),
     ]
     for t in tensors:

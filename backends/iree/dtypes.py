@@ -23,6 +23,8 @@ _TABLE: dict[torch.dtype, tuple[HalElementType, type]] = {
     torch.int8: (HalElementType.INT_8, np.int8),
     torch.uint8: (HalElementType.UINT_8, np.uint8),
     torch.bool: (HalElementType.BOOL_8, np.bool_),
+    torch.complex64: (HalElementType.COMPLEX_64, np.complex64),
+    torch.complex128: (HalElementType.COMPLEX_128, np.complex128),
 }
 
 # The integer bit patterns IREE uses for the same width (signless/signed/unsigned).
