@@ -1,9 +1,9 @@
 """Running ``iree-compile`` on a torch-dialect computation, and explaining failures.
 
-IREE's torch input pipeline accepts the IR as torch-mlir imports it
-(``input_type="torch"``), so the backend first hands it the imported module
-text with its ``loc("file":line:0)`` locations; torch-mlir's
-linalg-on-tensors form (``input_type="none"``) is the fallback (see config). A failed compile
+IREE's torch input pipeline (``input_type="torch"``) takes torch-dialect
+text, in torch-mlir's backend-contract form or as imported, with its
+``loc("file":line:0)`` locations; torch-mlir's linalg-on-tensors form goes
+in with ``input_type="none"`` (see config for which forms are tried). A failed compile
 becomes ``lazy_core.CompileError`` carrying the user's source line (from the
 first diagnostic that has one) and a repro file holding the MLIR and the
 exact command line, so the failure can be replayed outside Python.
@@ -43,7 +43,9 @@ def compiler_version() -> str:
 
 def input_type(form: str) -> str:
     """iree-compile's ``--iree-input-type`` for one of our input forms."""
-    return "none" if form == "linalg" else "torch"
+    # torch-mlir's linalg output may hold tm_tensor ops (scatter from embedding
+    # and max-pool backward); IREE accepts those under the tm_tensor input type.
+    return "tm_tensor" if form == "linalg" else "torch"
 
 
 def command_line(config: IreeConfig, source: str = "input.mlir", form: str = "raw") -> str:
