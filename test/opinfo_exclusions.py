@@ -63,6 +63,22 @@ XFAIL: dict[tuple[str, str], str] = {
     ("geqrf", "*"): _NO_META.format("aten.geqrf"),
     ("histogram", "*"): _NO_META.format("aten.histogram.bin_ct"),
     ("histogramdd", "*"): _NO_META.format("aten._histogramdd_bin_edges"),
+    # Lowering gaps of torch-mlir (first sample, float32); the compiled backends share them.
+    **{("argmax", b): "0-d input: torch-mlir leaves aten.argmax(dim=None) of a 0-d tensor "
+                      "unlowered (failed to legalize 'torch.constant.bool')"
+       for b in ("reference", "iree-cpu", "iree-vulkan")},
+    **{("logsumexp", b): "0-d input: torch-mlir leaves aten.logsumexp of a 0-d tensor unlowered "
+                         "(failed to legalize 'torch.constant.int')"
+       for b in ("reference", "iree-cpu", "iree-vulkan")},
+    ("nn.functional.adaptive_avg_pool2d", "reference"):
+        "linalg-on-tensors: 'tensor.cast' op operand type 'tensor<1x8x7x7xf32>' and result type "
+        "'tensor<1x8x5x7xf32>' are cast incompatible",
+    **{("nn.functional.max_pool2d", b): "iree-compile: 'linalg.generic' op inferred input/output "
+                                        "operand #1 has shape's dimension #0 to be 5, but found 3"
+       for b in ("iree-cpu", "iree-vulkan")},
+    **{("scatter", b): "IREE writes the scatter into its input's device buffer: the input "
+                       "tensor changes (backend bug: inputs must not be mutated)"
+       for b in ("iree-cpu", "iree-vulkan")},
 }
 
 FLAKY: dict[tuple[str, str], str] = {}

@@ -142,6 +142,8 @@ class _Worker:
                "--max-samples", str(args.max_samples), "--dtypes", args.dtypes,
                "--sample-timeout", str(args.sample_timeout)]
         env = dict(os.environ, LAZY_STRICT="1", PYTHONUNBUFFERED="1")
+        # Thousands of one-off graphs: keep them out of the on-disk compilation cache.
+        env.setdefault("LAZY_DISK_CACHE", "0")
         self.stderr_path = os.path.join(args.log_dir, f"worker-{os.getpid()}-{id(self)}.log")
         self.stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
