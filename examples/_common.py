@@ -102,6 +102,16 @@ def compile_failure_note(summary: dict[str, Any]) -> str | None:
             "above; LAZY_STRICT=1 makes this an error)")
 
 
+def print_runtime(summary: dict[str, Any], detail: str = "") -> None:
+    """The closing 'lazy runtime' line (compiles, hits, fallbacks) and any compile-failure note."""
+    print(f"lazy runtime:       {summary['compiles']} compiles ({summary['compile_s']:.1f} s{detail}), "
+          f"{summary['cache_hits']} cache hits, {summary['fallbacks']} fallbacks"
+          + (f" {summary['fallback_ops']}" if summary["fallbacks"] else ""))
+    note = compile_failure_note(summary)
+    if note:
+        print(note)
+
+
 def max_param_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
     """Largest absolute difference between same-named parameters (on the host)."""
     pb = dict(b.named_parameters())

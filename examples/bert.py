@@ -36,11 +36,11 @@ import torch
 from _common import (
     StepTimer,
     add_common_args,
-    compile_failure_note,
     fmt_ms,
     init_backend,
     lazy_summary,
     max_param_diff,
+    print_runtime,
     write_json,
 )
 from torch import nn
@@ -212,12 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"losses: {', '.join(f'{v:.6f}' for v in lazy_losses)}")
         print(f"steady-state step:  lazy {fmt_ms(lazy_timer.steady_ms())}")
     first = per_step[0]["ms"] if per_step else 0.0
-    print(f"lazy runtime:       {summary['compiles']} compiles ({summary['compile_s']:.1f} s; first step "
-          f"{first / 1e3:.1f} s), {summary['cache_hits']} cache hits, {summary['fallbacks']} fallbacks"
-          + (f" {summary['fallback_ops']}" if summary["fallbacks"] else ""))
-    note = compile_failure_note(summary)
-    if note:
-        print(note)
+    print_runtime(summary, f"; first step {first / 1e3:.1f} s")
     write_json(args.json, results)
     return 0 if ok else 1
 

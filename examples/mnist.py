@@ -35,11 +35,11 @@ import torch.nn.functional as F
 from _common import (
     StepTimer,
     add_common_args,
-    compile_failure_note,
     fmt_ms,
     init_backend,
     lazy_summary,
     max_param_diff,
+    print_runtime,
     progress,
     write_json,
 )
@@ -268,14 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"test accuracy:      lazy {lazy_acc:.2%}")
         print(f"steady-state step:  lazy {fmt_ms(lazy_timer.steady_ms())}")
-    print(f"lazy runtime:       {summary['compiles']} compiles ({summary['compile_s']:.1f} s), "
-          f"{summary['cache_hits']} cache hits, {summary['fallbacks']} fallbacks"
-          + (f" {summary['fallback_ops']}" if summary["fallbacks"] else ""))
+    print_runtime(summary)
     if args.dump_mlir:
         print(f"MLIR of each compiled graph: {os.path.abspath(args.dump_mlir)}")
-    note = compile_failure_note(summary)
-    if note:
-        print(note)
     write_json(args.json, results)
     return 0 if ok else 1
 
