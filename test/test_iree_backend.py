@@ -224,8 +224,8 @@ def test_compile_error_falls_back_to_eager_with_a_warning(monkeypatch: pytest.Mo
     assert metrics.counter("fallback::compile_error") >= 1
 
 
-def test_linalg_form_backs_up_raw(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default forms (raw, then torch-mlir's linalg) compile what raw alone cannot."""
+def test_default_forms_compile_what_raw_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default forms (torch-mlir's backend contract first) compile nll_loss."""
     monkeypatch.setenv("LAZY_STRICT", "1")
     iree_backend.clear_memory_caches()
     lazy_core.init(IreeBackend("iree-cpu", disk_cache=DiskCache("iree", enabled=False)))
@@ -234,8 +234,18 @@ def test_linalg_form_backs_up_raw(monkeypatch: pytest.MonkeyPatch) -> None:
     x, t = _inputs()
     loss = F.cross_entropy(x.to("lazy"), t.to("lazy"))
     torch.testing.assert_close(loss.cpu(), F.cross_entropy(x, t))
-    assert metrics.counter("compile") == 1
-    assert metrics.counter("iree_compile") in (1, 2)  # 2 while IREE's raw path rejects nll_loss
+    assert metrics.counter("compile") == 1 and metrics.counter("iree_compile") == 1
+
+
+def test_linalg_form_compiles_with_input_type_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The opt-in linalg form: torch-mlir's linalg-on-tensors, IREE's plain MLIR input."""
+    monkeypatch.setenv("LAZY_STRICT", "1")
+    lazy_core.init(IreeBackend("iree-cpu", input_forms="linalg", disk_cache=DiskCache("iree", enabled=False)))
+    lazy_core.executor().clear_cache()
+    metrics.reset()
+    x, w = torch.randn(3, 4), torch.randn(4, 2)
+    torch.testing.assert_close((x.to("lazy") @ w.to("lazy")).relu().cpu(), (x @ w).relu())
+    assert metrics.counter("iree_compile") == 1
 
 
 # -- configuration -----------------------------------------------------------------------------

@@ -12,8 +12,8 @@ Compiled modules are memoized per process (backend objects come and go with
 of the same program compiles nothing.
 
 iree-compile is offered the computation in the forms ``config.input_forms``
-names, in order (default: the raw torch import, then torch-mlir's
-linalg-on-tensors lowering); the first that compiles wins.
+names, in order (default: torch-mlir's backend contract, then the raw
+import); the first that compiles wins.
 
 Host<->device byte counts (``transfer_to_device_bytes`` /
 ``transfer_to_host_bytes``) are counted by lazy_core at its transfer sites

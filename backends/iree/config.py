@@ -14,14 +14,18 @@ read when a backend is constructed:
     one setting can steer ``iree-cuda`` without breaking ``iree-cpu``.
 ``LAZY_IREE_INPUT``
     the forms of a computation to offer iree-compile, in order, comma separated
-    (default ``raw,linalg``): ``raw`` is the torch IR as imported (IREE's own
-    torch pipeline lowers it, with IREE's kernels for sort, scatter, attention);
-    ``torch`` is torch-mlir's backend contract (still IREE's torch pipeline);
-    ``linalg`` is torch-mlir's linalg-on-tensors lowering, the one the
-    reference backend runs, compiled with ``--iree-input-type=none``. The
-    first form that compiles wins. IREE 3.13's torch pipeline rejects some
-    ops torch-mlir lowers fine (``nll_loss_forward``: an unranked
-    ``prim.NumToTensor``; ``diagonal_scatter``), so ``linalg`` backs ``raw`` up.
+    (default ``torch,raw``); the first that compiles wins. ``torch`` is
+    torch-mlir's backend contract (decomposed ops with refined shapes), then
+    IREE's torch input pipeline; ``raw`` is the IR as imported, lowered by
+    IREE's torch pipeline alone; ``linalg`` is torch-mlir's linalg-on-tensors
+    lowering (the reference backend's), compiled with ``--iree-input-type=none``.
+    Measured on IREE 3.13 / torch-mlir 20261001: ``raw`` rejects
+    ``nll_loss_forward`` (IREE's decomposition leaves an unranked
+    ``prim.NumToTensor``), which ``torch`` handles; ``linalg`` cannot carry
+    ``tm_tensor`` ops (sort, cumsum) to IREE and torch-mlir's in-process
+    TorchToLinalg crashes the process on some graphs (``int8 * 3``), so it is
+    opt-in only. ``raw`` stays as the backup for graphs torch-mlir's own
+    pipeline cannot bring to its contract.
 
 A user flag replaces a default flag of the same option (LLVM options may be
 given once). Flags change the compiled code, so they are part of the cache key.
@@ -69,7 +73,7 @@ CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", (_NO_DEMOTE_F64,))
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
 INPUT_FORMS = ("raw", "torch", "linalg")
-DEFAULT_INPUT_FORMS = ("raw", "linalg")
+DEFAULT_INPUT_FORMS = ("torch", "raw")
 
 
 def _option(flag: str) -> str:
