@@ -8,6 +8,8 @@ spells them (``name`` or ``name.variant_test_name``).
 * ``EXCLUDED``: not run at all (no meaningful comparison with eager exists).
 * ``METADATA_ONLY``: run, but only shapes and dtypes are compared (the values
   are undefined, e.g. ``torch.empty``).
+* ``CPU_ARGS``: tensor arguments that must stay on the CPU (shapes, not data).
+* ``VALUES_ONLY``: of a (values, indices) result only the values are compared.
 * ``TOLERANCES``: looser float tolerances than the defaults, with the reason.
 * ``XFAIL``: known failures of the CI subset per backend (``"*"`` = every
   backend); the test is marked ``xfail(strict=True)`` so a fix is noticed.
@@ -51,6 +53,13 @@ METADATA_ONLY: dict[str, str] = {
 # Ops whose non-input tensor arguments must stay on the CPU (they are shapes, not data).
 CPU_ARGS: dict[str, str] = {
     "tensor_split": "tensor_indices_or_sections must be a CPU tensor (PyTorch checks it)",
+}
+
+# Ops returning (values, indices) whose indices are any of several equal
+# elements (ties, common in int64 samples): only the values are compared.
+VALUES_ONLY: dict[str, str] = {
+    "kthvalue": "the index of a tied k-th value is implementation-defined",
+    "topk": "the indices of tied top-k values are implementation-defined",
 }
 
 # name -> (rtol, atol, reason)
