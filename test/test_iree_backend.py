@@ -121,6 +121,56 @@ def test_round_trip_is_exact(iree: IreeBackend) -> None:
     assert metrics.counter("compile") == 0
 
 
+# -- inputs are never written ----------------------------------------------------------------
+
+
+def test_inputs_are_never_written(iree: IreeBackend) -> None:
+    """IREE bufferizes some ops in place into argument buffers (iree-org/iree#16168):
+    those arguments get private copies, so inputs and their other users stay intact."""
+    g = torch.Generator().manual_seed(5)
+    host = {k: torch.randn(4, 5, generator=g) for k in "abcdef"}
+    idx, row = torch.tensor([[0, 1, 2, 0, 1]]), torch.tensor([0, 2])
+
+    def program(t: dict[str, torch.Tensor], dev: str) -> list[torch.Tensor]:
+        return [
+            t["a"].scatter(0, idx.to(dev), torch.ones(1, 5, device=dev)),
+            t["b"].index_put((row.to(dev),), torch.zeros(5, device=dev)),
+            t["c"].sort(1).values,
+            t["d"].topk(2, 1).values,
+            t["e"].slice_scatter(torch.zeros(2, 5, device=dev), 0, 0, 2),
+            t["f"].view(20).scatter_add(0, idx.view(5).to(dev), torch.ones(5, device=dev)),
+            t["a"] + t["b"],  # reads two of the protected inputs again
+        ]
+
+    expect = program(host, "cpu")
+    lazy = {k: v.to("lazy") for k, v in host.items()}
+    got = program(lazy, "lazy")
+    lazy_core.mark_step()
+    assert metrics.counter("iree_protected_graphs") == 1
+    for out, ref in zip(got, expect):
+        torch.testing.assert_close(out.cpu(), ref)
+    for k, v in lazy.items():
+        assert torch.equal(v.cpu(), host[k]), f"input {k} was written"
+
+
+def test_written_arguments_follow_views_but_not_reads() -> None:
+    from backends.iree.aliasing import written_arguments
+
+    mlir = """
+    func.func @f(%arg0: !torch.vtensor<[4,5],f32>, %arg1: !torch.vtensor<[1],si64>, %arg2: !torch.vtensor<[5],f32>) -> (!torch.vtensor<[20],f32>) {
+      %int0 = torch.constant.int 0
+      %1 = torch.prim.ListConstruct %int0 : (!torch.int) -> !torch.list<int>
+      %2 = torch.aten.view %arg0, %1 : !torch.vtensor<[4,5],f32>, !torch.list<int> -> !torch.vtensor<[20],f32>
+      %3 = torch.aten.scatter.src %2, %int0, %arg1, %arg2 : !torch.vtensor<[20],f32>, !torch.int, !torch.vtensor<[1],si64>, !torch.vtensor<[5],f32> -> !torch.vtensor<[20],f32>
+      %values, %indices = torch.aten.sort %arg2, %int0, %false : !torch.vtensor<[5],f32>, !torch.int, !torch.bool -> !torch.vtensor<[5],f32>, !torch.vtensor<[5],si64>
+      %4 = torch.aten.add.Tensor %3, %values, %int0 : !torch.vtensor<[20],f32>, !torch.vtensor<[5],f32>, !torch.int -> !torch.vtensor<[20],f32>
+      return %4 : !torch.vtensor<[20],f32>
+    }
+    """
+    assert written_arguments(mlir) == {0, 2}  # arg1 (indices) is only read
+    assert written_arguments(mlir.replace("scatter.src", "add.Tensor").replace("aten.sort", "aten.max.dim")) == set()
+
+
 # -- device residency --------------------------------------------------------------------------
 
 
@@ -150,6 +200,7 @@ def test_step_results_stay_on_device(iree: IreeBackend) -> None:
     assert metrics.counter("transfer_to_host_bytes") == 0
     assert metrics.counter("transfer_to_device_bytes") == sum(x.nbytes + y.nbytes for x, y in batches)
     assert metrics.counter("cache_hit") >= 2
+    assert metrics.counter("iree_protected_graphs") == 0  # a training step copies no argument
     for p in model.parameters():
         assert isinstance(_data(p).handle, rt.HalBufferView)
     for p, q in zip(model.parameters(), ref.parameters()):

@@ -44,6 +44,7 @@ from lazy_core.backend import BackendData, BackendDevice, CompileError
 from ..disk_cache import DiskCache
 from ..mlir_backend import MlirBackend
 from . import dtypes, transfer
+from .aliasing import written_arguments
 from .compiler import compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
 from .memo import clear_memory_caches, exe_memo, memo_get, memo_put, scalar_memo, vmfb_memo
@@ -55,12 +56,15 @@ __all__ = ["IreeBackend", "clear_memory_caches", "make_iree_cpu", "make_iree_cud
 class IreeExecutableHandle:
     """What ``compile`` returns: the loaded module plus the graph's result types."""
 
-    __slots__ = ("exe", "result_types", "key")
+    __slots__ = ("exe", "result_types", "key", "written_args")
 
-    def __init__(self, exe: IreeExecutable, result_types: list[tuple[tuple[int, ...], torch.dtype]], key: str):
+    def __init__(self, exe: IreeExecutable, result_types: list[tuple[tuple[int, ...], torch.dtype]], key: str,
+                 written_args: frozenset[int] = frozenset()):
         self.exe = exe
         self.result_types = result_types
         self.key = key
+        #: Arguments the compiled code may write into: passed as private copies.
+        self.written_args = written_args
 
 
 class IreeBackend(MlirBackend):
@@ -138,13 +142,17 @@ class IreeBackend(MlirBackend):
         Locations only feed diagnostics, so keying on the text without them
         lets an edited script (lines moved) keep its cached executables.
         """
-        return DiskCache.key(computation.to_string(), self.config.cache_key(), self._compiler_version)
+        return DiskCache.key(_ARTIFACT_FORMAT, computation.to_string(), self.config.cache_key(),
+                             self._compiler_version)
 
     def compile(self, computations: Sequence[lowering.Computation]) -> list[IreeExecutableHandle]:
         return [self._compile_one(c) for c in computations]
 
-    def _compile_vmfb(self, computation: lowering.Computation) -> bytes:
-        """Try each input form in turn; raise the first form's error if none compiles."""
+    def _compile_vmfb(self, computation: lowering.Computation) -> tuple[bytes, frozenset[int]]:
+        """Try each input form in turn; raise the first form's error if none compiles.
+
+        Returns the flatbuffer and the arguments its code may write into.
+        """
         errors: list[CompileError] = []
         for form in self.config.input_forms:
             try:
@@ -155,7 +163,9 @@ class IreeBackend(MlirBackend):
                 continue
             if errors:
                 metrics.counter_add(f"iree_input_fallback::{form}")
-            return vmfb
+            # The imported text names the same arguments as the compiled form,
+            # and holds every op that could write into one before decomposition.
+            return vmfb, written_arguments(text) | written_arguments(computation.mlir)
         first = errors[0]
         if len(errors) > 1:
             others = "; ".join(str(e).splitlines()[0] for e in errors[1:])
@@ -168,36 +178,63 @@ class IreeBackend(MlirBackend):
 
         Needs no device, so any target compiles anywhere (CUDA in CI).
         """
+        return self._artifact(computation)[0]
+
+    def _artifact(self, computation: lowering.Computation) -> tuple[bytes, frozenset[int]]:
         key = self.compile_key(computation)
-        vmfb = memo_get(vmfb_memo, key)
-        if vmfb is not None:
+        hit = memo_get(vmfb_memo, key)
+        if hit is not None:
             metrics.counter_add("iree_memo_hit")
-            return vmfb
-        vmfb = self.disk_cache.get(key)
-        if vmfb is None:
-            vmfb = self._compile_vmfb(computation)
-            self.disk_cache.put(key, vmfb)
-        memo_put(vmfb_memo, key, vmfb)
-        return vmfb
+            return hit
+        blob = self.disk_cache.get(key)
+        if blob is not None:
+            artifact = _unpack_artifact(blob)
+        else:
+            artifact = self._compile_vmfb(computation)
+            self.disk_cache.put(key, _pack_artifact(*artifact))
+        memo_put(vmfb_memo, key, artifact)
+        return artifact
 
     def _compile_one(self, computation: lowering.Computation) -> IreeExecutableHandle:
         key = self.compile_key(computation)
-        vmfb = self.compile_to_vmfb(computation)
+        vmfb, written = self._artifact(computation)
         uri = self.config.device_uri
         exe = memo_get(exe_memo, (uri, key))
         if exe is None or exe.func_name != computation.func_name:
             exe = self.runtime_device.load(vmfb, computation.func_name)
             memo_put(exe_memo, (uri, key), exe)
         results = [(tuple(r.shape), r.dtype) for r in computation.results]
-        return IreeExecutableHandle(exe, results, key)
+        if written:
+            metrics.counter_add("iree_protected_graphs")
+        return IreeExecutableHandle(exe, results, key, written)
 
     # -- execute ------------------------------------------------------------------------
     def execute_computation(
         self, executable: IreeExecutableHandle, arguments: Sequence[BackendData], device: BackendDevice
     ) -> list[BackendData]:
         views = [a.handle for a in arguments]
+        if executable.written_args:
+            order = sorted(executable.written_args)
+            with metrics.timed("iree_argument_copies"):
+                copies = transfer.device_copies(self.runtime_device, [views[i] for i in order])
+            for i, view in zip(order, copies):
+                views[i] = view
         outs = executable.exe.run(views, len(executable.result_types))
         return [BackendData(v, shape, dtype, device) for v, (shape, dtype) in zip(outs, executable.result_types)]
+
+
+#: Bump when the cached payload's layout changes (old entries then never match).
+_ARTIFACT_FORMAT = "iree-artifact-2"
+
+
+def _pack_artifact(vmfb: bytes, written: frozenset[int]) -> bytes:
+    """A disk-cache payload: the written-argument list as one text line, then the vmfb."""
+    return (",".join(map(str, sorted(written))) + "\n").encode() + vmfb
+
+
+def _unpack_artifact(blob: bytes) -> tuple[bytes, frozenset[int]]:
+    head, _, vmfb = blob.partition(b"\n")
+    return vmfb, frozenset(int(i) for i in head.decode().split(",") if i)
 
 
 def make_iree_cpu() -> IreeBackend:

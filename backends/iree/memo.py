@@ -20,8 +20,9 @@ from .runtime import IreeExecutable
 
 MEMO_SIZE = 512
 _lock = threading.Lock()
-# Process-wide: cache key -> vmfb bytes, and (device uri, key) -> loaded executable.
-vmfb_memo: OrderedDict[str, bytes] = OrderedDict()
+# Process-wide: cache key -> (vmfb bytes, arguments it may write), and
+# (device uri, key) -> loaded executable.
+vmfb_memo: OrderedDict[str, tuple[bytes, frozenset[int]]] = OrderedDict()
 exe_memo: OrderedDict[tuple[str, str], IreeExecutable] = OrderedDict()
 # (device uri, dtype, bytes) -> device buffer of a 0-d tensor.
 scalar_memo: OrderedDict[tuple[str, torch.dtype, bytes], Any] = OrderedDict()

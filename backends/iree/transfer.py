@@ -65,6 +65,37 @@ def _staged(device: IreeDevice, source: rt.HalBuffer) -> rt.HalBuffer:
     return staging
 
 
+def device_copies(device: IreeDevice, views: list[rt.HalBufferView]) -> list[rt.HalBufferView]:
+    """Private device-side copies of ``views`` (queued back to back, one wait).
+
+    Given to compiled functions that may write into their arguments (see
+    ``aliasing``), so the caller's buffers stay untouched.
+    """
+    if not views:
+        return []
+    hal = device.hal_device
+    sem = hal.create_semaphore(0)
+    out = []
+    for i, view in enumerate(views):
+        source = view.get_buffer()
+        target = device.allocator.allocate_buffer(
+            memory_type=rt.MemoryType.DEVICE_LOCAL,
+            allowed_usage=_UPLOAD_USAGE,
+            allocation_size=max(1, source.byte_length()),
+        )
+        if source.byte_length():
+            hal.queue_copy(
+                source, target,
+                wait_semaphores=rt.HalFence.create_at(sem, i),
+                signal_semaphores=rt.HalFence.create_at(sem, i + 1),
+            )
+        else:
+            sem.signal(i + 1)
+        out.append(rt.HalBufferView(target, list(view.shape), view.element_type))
+    rt.HalFence.create_at(sem, len(views)).wait()
+    return out
+
+
 def download(device: IreeDevice, view: rt.HalBufferView, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """A CPU tensor (owned by torch) of ``dtype`` with the contents of ``view``.
 
