@@ -85,9 +85,6 @@ XFAIL: dict[tuple[str, str], str] = {
     **{("nn.functional.max_pool2d", b): "iree-compile: 'linalg.generic' op inferred input/output "
                                         "operand #1 has shape's dimension #0 to be 5, but found 3"
        for b in ("iree-cpu", "iree-vulkan")},
-    **{("scatter", b): "IREE writes the scatter into its input's device buffer: the input "
-                       "tensor changes (backend bug: inputs must not be mutated)"
-       for b in ("iree-cpu", "iree-vulkan")},
 }
 
 FLAKY: dict[tuple[str, str], str] = {}
