@@ -375,7 +375,9 @@ def wrap_output(out: Output, device: int = 0) -> LazyTensor:
 def upload(t: torch.Tensor, location: Any = None) -> Output:
     """Copy a CPU tensor to the backend device as a DeviceData leaf."""
     backend = active_backend()
-    t = t.detach()
+    # Conjugate/negative views (an eager fallback's result) are lazy bits on
+    # the CPU; a device buffer must hold the actual values.
+    t = t.detach().resolve_conj().resolve_neg()
     with metrics.timed("transfer_to_device"):
         data = backend.make_backend_data(t, backend.default_device())
     metrics.counter_add("transfer_to_device_bytes", t.numel() * t.element_size())
