@@ -275,6 +275,20 @@ def test_compile_error_falls_back_to_eager_with_a_warning(monkeypatch: pytest.Mo
     assert metrics.counter("fallback::compile_error") >= 1
 
 
+def test_compiler_crash_becomes_an_eager_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """iree-compile 3.13 crashes on a matmul with an empty inner dimension: the program still runs."""
+    monkeypatch.setenv("LAZY_REPRO_DIR", str(tmp_path))
+    monkeypatch.delenv("LAZY_STRICT", raising=False)
+    use_backend("iree-cpu")
+    a, b = torch.randn(5, 0), torch.randn(0, 10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = (a.to("lazy") @ b.to("lazy")).cpu()
+    torch.testing.assert_close(got, a @ b)
+    if metrics.counter("fallback::compile_error"):
+        assert any("crashed" in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
 def test_default_forms_compile_what_raw_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default forms (torch-mlir's backend contract first) compile nll_loss."""
     monkeypatch.setenv("LAZY_STRICT", "1")

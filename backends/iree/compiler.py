@@ -100,7 +100,9 @@ class IreeCompileError(CompileError):
             if loc:
                 location = f"{loc.group('file')}:{loc.group('line')}"
         if message is None:
-            lines = [ln.strip() for ln in diagnostics.splitlines() if "error" in ln]
+            message = _crash_summary(diagnostics)
+        if message is None:
+            lines = [ln.strip() for ln in diagnostics.splitlines() if "error" in ln.lower()]
             message = lines[0] if lines else diagnostics.strip().splitlines()[-1]
         op = _culprit(message)
         repro = write_repro(mlir, config, func_name, diagnostics, form)
@@ -113,6 +115,28 @@ class IreeCompileError(CompileError):
             full += f" [at {location}]"
         full += f"\nrepro: {repro}"
         return cls(full, repro_path=repro, location=location)
+
+
+_EXIT = re.compile(r"Error code: (-?\d+)")
+_PASS_FRAME = re.compile(r"(\w+Pass)::runOnOperation")
+_LLVM_ERROR = re.compile(r"^(?://\s*)?(LLVM ERROR: .*|.*Assertion .* failed.*)$", re.M)
+
+
+def _crash_summary(diagnostics: str) -> str | None:
+    """"iree-compile crashed ..." naming the signal, the pass and any LLVM error, if it crashed."""
+    code = _EXIT.search(diagnostics)
+    if "Stack dump" not in diagnostics and not (code and int(code.group(1)) < 0):
+        return None
+    what = "iree-compile crashed"
+    if code and int(code.group(1)) < 0:
+        what += f" (signal {-int(code.group(1))})"
+    frame = _PASS_FRAME.search(diagnostics)
+    if frame:
+        what += f" in {frame.group(1)}"
+    error = _LLVM_ERROR.search(diagnostics)
+    if error:
+        what += f": {error.group(1).strip()}"
+    return what
 
 
 def _culprit(message: str) -> str | None:
