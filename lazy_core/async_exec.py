@@ -15,6 +15,7 @@ never see two calls at once.
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import threading
@@ -70,6 +71,7 @@ class Worker:
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._atexit = False
 
     def _loop(self) -> None:
         while True:
@@ -83,6 +85,9 @@ class Worker:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="lazy-exec", daemon=True)
                 self._thread.start()
+                if not self._atexit:
+                    self._atexit = True
+                    atexit.register(self.shutdown)
         self._queue.put(job)
 
     def run_sync(self, fn: Callable[[], Any]) -> Any:
@@ -108,3 +113,17 @@ class Worker:
         """Wait until every queued job has run."""
         if self._thread is not None:
             self.run_sync(lambda: None)
+
+    def shutdown(self, timeout: float = 300.0) -> None:
+        """Let queued work finish and stop the thread (at interpreter exit).
+
+        A daemon thread killed in the middle of a backend call (a JIT-compiled
+        function, IREE's task pool) aborts the process with a C++ terminate
+        instead of the user's exit status, e.g. when a script raises right
+        after ``mark_step()``.
+        """
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return
+        self._queue.put(None)
+        thread.join(timeout)
