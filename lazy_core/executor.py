@@ -55,7 +55,12 @@ class GraphExecutor:
     """One per process. Not thread-safe for concurrent tracing (like LTC)."""
 
     def __init__(self, cache_size: int | None = None) -> None:
-        self._live: weakref.WeakValueDictionary[int, Storage] = weakref.WeakValueDictionary()
+        # Weak references to every tracked storage, in creation (seq) order. A
+        # plain list: appending a weakref is far cheaper per traced op than a
+        # WeakValueDictionary insert; dead entries are dropped at each barrier
+        # and whenever the list doubles.
+        self._live: list[weakref.ref[Storage]] = []
+        self._prune_at = 4096
         self._seq = 0
         self._cache: OrderedDict[tuple, _CacheEntry] = OrderedDict()
         self._cache_backend: BackendImpl | None = None
@@ -83,7 +88,10 @@ class GraphExecutor:
         if storage.seq < 0:
             self._seq += 1
             storage.seq = self._seq
-            self._live[self._seq] = storage
+            live = self._live
+            live.append(weakref.ref(storage))
+            if len(live) > self._prune_at:
+                self.live_storages()
         if self.track_hooks:
             self._tracks += 1
             if self._tracks >= self.track_hook_every:
@@ -92,10 +100,20 @@ class GraphExecutor:
                     hook()
 
     def live_storages(self) -> list[Storage]:
-        return [s for s in self._live.values()]
+        """Every live storage in creation order (and drop the dead references)."""
+        alive: list[Storage] = []
+        refs: list[weakref.ref[Storage]] = []
+        for ref in self._live:
+            s = ref()
+            if s is not None:
+                alive.append(s)
+                refs.append(ref)
+        self._live = refs
+        self._prune_at = max(4096, 2 * len(refs))
+        return alive
 
     def pending_storages(self) -> list[Storage]:
-        return [s for s in self._live.values() if not s.value.node.is_leaf()]
+        return [s for s in self.live_storages() if not s.value.node.is_leaf()]
 
     # -- reasons (for metrics and diagnostics) -------------------------------------
     @contextmanager

@@ -14,17 +14,20 @@ learning rate that changes every step does not change the graph).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from .source_location import SourceLocation
 
 
-@dataclass(frozen=True, slots=True)
-class TensorMeta:
-    """Shape, dtype and strides of one value, as the meta kernel reported it."""
+class TensorMeta(NamedTuple):
+    """Shape, dtype and strides of one value, as the meta kernel reported it.
+
+    A NamedTuple rather than a dataclass: metas are hashed on every traced op
+    (they are part of the shape-cache key and of node hashes), and tuple
+    hashing and comparison run in C.
+    """
 
     shape: tuple[int, ...]
     dtype: torch.dtype
@@ -45,7 +48,7 @@ class TensorMeta:
 
 
 def _itemsize(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
+    return dtype.itemsize
 
 
 class Node:
@@ -61,7 +64,7 @@ class Node:
         operands: tuple[Output, ...],
         metas: tuple[TensorMeta | None, ...],
         location: SourceLocation | None,
-        const_key: Any,
+        static_hash: int,
     ) -> None:
         self.op = op
         self.args = args
@@ -69,10 +72,12 @@ class Node:
         self.operands = operands
         self.metas = metas
         self.location = location
-        # The structural hash: op, constants (with operand slots abstracted)
-        # and operand hashes. Equal hashes mean "same computation" up to which
+        # The structural hash: ``static_hash`` covers the op, its constants
+        # (operand slots abstracted) and result metas, and is computed once per
+        # distinct call signature by the tracer's shape cache; operand hashes
+        # are added here. Equal hashes mean "same computation" up to which
         # device data feed it; the graph key adds operand identity.
-        self.hash = hash((op, const_key, metas, tuple(o.hash for o in operands)))
+        self.hash = hash((static_hash, *[o.hash for o in operands]))
 
     @property
     def name(self) -> str:
@@ -132,18 +137,14 @@ class ScalarParam(Node):
 class Output:
     """Result ``index`` of ``node``: what a lazy tensor's value refers to."""
 
-    __slots__ = ("node", "index", "hash")
+    __slots__ = ("node", "index", "hash", "meta")
 
     def __init__(self, node: Node, index: int = 0) -> None:
         self.node = node
         self.index = index
         self.hash = hash((node.hash, index))
-
-    @property
-    def meta(self) -> TensorMeta:
-        meta = self.node.metas[self.index]
-        assert meta is not None
-        return meta
+        #: Shape/dtype/strides of this value (read on every traced op, so stored).
+        self.meta: TensorMeta = node.metas[index]  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"Output({self.node.name}, {self.index})"

@@ -48,15 +48,17 @@ class OpPlan:
     decompose: bool = False
 
 
-_plans: dict[Any, OpPlan] = {}
+# Keyed by id(op): OpOverload.__hash__ is a Python function, and this lookup
+# runs on every traced op. The plan holds the op, so the id stays valid.
+_plans: dict[int, OpPlan] = {}
 
 
 def plan(op: Any) -> OpPlan:
     """The cached OpPlan of ``op``."""
-    p = _plans.get(op)
+    p = _plans.get(id(op))
     if p is None:
         p = _make_plan(op)
-        _plans[op] = p
+        _plans[id(op)] = p
     return p
 
 

@@ -57,6 +57,13 @@ def enabled() -> bool:
     return _ENABLED
 
 
+# (code object, line) -> SourceLocation: one shared object per user line, so a
+# traced op costs a dict hit instead of building a tuple (and graphs of
+# thousands of nodes do not hold thousands of equal locations).
+_loc_cache: dict[tuple, SourceLocation] = {}
+_LOC_CACHE_LIMIT = 1 << 16
+
+
 def current(skip: int = 2) -> SourceLocation | None:
     """The innermost frame outside torch and lazy_core, or None if disabled."""
     if not _ENABLED:
@@ -65,10 +72,21 @@ def current(skip: int = 2) -> SourceLocation | None:
         frame = sys._getframe(skip)
     except ValueError:
         return None
+    internal = _internal_cache
     while frame is not None:
         code = frame.f_code
-        if not _is_internal(code.co_filename):
-            return SourceLocation(code.co_filename, frame.f_lineno, code.co_name)
+        name = code.co_filename
+        inside = internal.get(name)
+        if inside is None:
+            inside = _is_internal(name)
+        if not inside:
+            key = (code, frame.f_lineno)
+            loc = _loc_cache.get(key)
+            if loc is None:
+                if len(_loc_cache) >= _LOC_CACHE_LIMIT:
+                    _loc_cache.clear()
+                loc = _loc_cache[key] = SourceLocation(name, key[1], code.co_name)
+            return loc
         frame = frame.f_back
     return None
 

@@ -17,8 +17,10 @@ from typing import Any
 import torch
 
 from . import fallback, metrics, source_location
+from . import registry as _registry
 from .executor import executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
+from .metrics import _counters
 from .op_schema import OpPlan, plan
 from .registry import active_backend
 from .views import Storage, ViewStep, split_views
@@ -205,8 +207,8 @@ class _Slot:
         self.i = i
 
 
-# (op, arg key) -> (metas, output template)
-_shape_cache: dict[tuple, tuple[tuple[TensorMeta | None, ...], Any]] = {}
+# (id(op), arg key) -> (metas, output template, static hash of op + key + metas)
+_shape_cache: dict[tuple, tuple[tuple[TensorMeta | None, ...], Any, int]] = {}
 _SHAPE_CACHE_LIMIT = int(os.environ.get("LAZY_SHAPE_CACHE_SIZE", "100000"))
 
 
@@ -226,8 +228,8 @@ class _Converter:
 
     __slots__ = ("operands", "location")
 
-    def __init__(self, location: Any) -> None:
-        self.operands: list[Output] = []
+    def __init__(self, location: Any, operands: list[Output]) -> None:
+        self.operands = operands
         self.location = location
 
     def conv(self, x: Any, scalar_ok: bool) -> tuple[Any, Any]:
@@ -284,8 +286,9 @@ def _template(result: Any, metas: list[TensorMeta | None]) -> Any:
     raise _Untraceable(f"non-tensor result {type(result).__name__}")
 
 
-def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tuple, Any]:
-    cache_key = (op, key)
+def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tuple, Any, int]:
+    # id(op): OpOverload.__hash__ is Python code; plans keep every op alive.
+    cache_key = (id(op), key)
     hit = _shape_cache.get(cache_key)
     if hit is not None:
         return hit
@@ -306,7 +309,8 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
             raise _Untraceable(f"{type(e).__name__}: {e}") from e
     metas: list[TensorMeta | None] = []
     template = _template(result, metas)
-    entry = (tuple(metas), template)
+    metas_t = tuple(metas)
+    entry = (metas_t, template, hash((cache_key, metas_t)))
     if len(_shape_cache) < _SHAPE_CACHE_LIMIT:
         _shape_cache[cache_key] = entry
     return entry
@@ -322,30 +326,52 @@ def _normalize_device_kwargs(p: OpPlan, kwargs: dict) -> dict:
     return kwargs
 
 
-def record(op: Any, args: tuple, kwargs: dict, location: Any = None) -> tuple[Node, Any]:
-    """Record ``op`` and return its node and output template."""
-    p = plan(op)
+def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan | None = None) -> tuple[Node, Any]:
+    """Record ``op`` and return its node and output template.
+
+    This runs for every traced op, so the common case (lazy tensor operands)
+    is handled inline; everything else goes through ``_Converter``.
+    """
+    if p is None:
+        p = plan(op)
     if location is None:
         location = source_location.current(3)
-    kwargs = _normalize_device_kwargs(p, kwargs)
-    conv = _Converter(location)
+    if p.has_device_arg:
+        kwargs = _normalize_device_kwargs(p, kwargs)
+    operands: list[Output] = []
+    conv = None
     sp = p.scalar_positions
-    cargs, akeys = [], []
+    cargs: list[Any] = []
+    akeys: list[Any] = []
     for i, a in enumerate(args):
+        if type(a) is LazyTensor:
+            v = a._lz_value() if a._lz_view else a._lz_storage.value
+            operands.append(v)
+            cargs.append(v)
+            akeys.append(v.meta)
+            continue
+        if conv is None:
+            conv = _Converter(location, operands)
         c, k = conv.conv(a, i in sp)
         cargs.append(c)
         akeys.append(k)
-    ckwargs, kkeys = {}, []
-    sa = p.scalar_args
-    for name, v in kwargs.items():
-        c, k = conv.conv(v, name in sa)
-        ckwargs[name] = c
-        kkeys.append((name, k))
-    key = (tuple(akeys), tuple(kkeys))
+    if kwargs:
+        if conv is None:
+            conv = _Converter(location, operands)
+        ckwargs, kkeys = {}, []
+        sa = p.scalar_args
+        for name, v in kwargs.items():
+            c, k = conv.conv(v, name in sa)
+            ckwargs[name] = c
+            kkeys.append((name, k))
+        key = (tuple(akeys), tuple(kkeys))
+    else:
+        ckwargs = {}
+        key = (tuple(akeys), ())
     cargs_t = tuple(cargs)
-    metas, template = _infer(op, p, cargs_t, ckwargs, key)
-    node = Node(op, cargs_t, ckwargs, tuple(conv.operands), metas, location, key)
-    metrics.counter_add("trace_op")
+    metas, template, static_hash = _infer(op, p, cargs_t, ckwargs, key)
+    node = Node(op, cargs_t, ckwargs, tuple(operands), metas, location, static_hash)
+    _counters["trace_op"] += 1
     return node, template
 
 
@@ -356,11 +382,27 @@ def record_output(op: Any, args: tuple, kwargs: dict) -> Output:
     return Output(node, template.i)
 
 
+def _new_tensor(storage: Storage, view: tuple[ViewStep, ...], meta: TensorMeta) -> LazyTensor:
+    """``LazyTensor(storage, view, meta)`` without the type call and no-op ``__init__``."""
+    t = _make_wrapper_subclass(
+        LazyTensor, meta.shape, strides=meta.stride, dtype=meta.dtype, device=_devices.get(storage.device)
+        or lazy_device(storage.device), requires_grad=False,
+    )
+    t._lz_storage = storage
+    t._lz_view = view
+    t._lz_cache = None
+    return t
+
+
+_make_wrapper_subclass = torch.Tensor._make_wrapper_subclass
+
+
 def _wrap(node: Node, template: Any, device: int = 0) -> Any:
-    if isinstance(template, _Slot):
-        storage = Storage(Output(node, template.i), device)
+    if type(template) is _Slot:
+        out = Output(node, template.i)
+        storage = Storage(out, device)
         executor().track(storage)
-        return LazyTensor(storage, (), node.metas[template.i])
+        return _new_tensor(storage, (), out.meta)
     if isinstance(template, list | tuple):
         return type(template)(_wrap(node, t, device) for t in template)
     return template
@@ -369,7 +411,7 @@ def _wrap(node: Node, template: Any, device: int = 0) -> Any:
 def wrap_output(out: Output, device: int = 0) -> LazyTensor:
     storage = Storage(out, device)
     executor().track(storage)
-    return LazyTensor(storage, (), out.meta)
+    return _new_tensor(storage, (), out.meta)
 
 
 def upload(t: torch.Tensor, location: Any = None) -> Output:
@@ -401,7 +443,51 @@ def materialize(t: LazyTensor, reason: str) -> torch.Tensor:
 _COMPOSITE = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
 
 
+# id(op) -> its OpPlan when the op is recorded as is (the common case), or None
+# when it needs the general path (special handler, view, mutation, random,
+# fallback...). Valid for one backend: ``supports_op`` is part of the answer.
+_plain: dict[int, OpPlan | None] = {}
+_plain_backend: Any = None
+_UNKNOWN = object()
+
+
 def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
+    global _plain_backend
+    backend = _registry._active
+    if backend is not _plain_backend or backend is None:
+        _plain.clear()
+        _plain_backend = backend = active_backend()
+    p = _plain.get(id(func), _UNKNOWN)
+    if p is _UNKNOWN:
+        p = _plain[id(func)] = _classify(func, backend)
+    if p is None:
+        return _dispatch_general(func, args, kwargs)
+    try:
+        node, template = record(func, args, kwargs, None, p)
+    except _Untraceable as e:
+        return fallback.run_eagerly(func, args, kwargs, why=str(e))
+    return _wrap(node, template, _device_of(args))
+
+
+def _classify(func: Any, backend: Any) -> OpPlan | None:
+    """``func``'s plan if ``dispatch`` may record it directly, else None."""
+    p = plan(func)
+    general = (
+        func in fallback.SPECIAL_HANDLERS
+        or p.decompose
+        or p.inplace_view
+        or p.returns_python_scalar
+        or p.dynamic_shape
+        or p.random
+        or bool(p.mutated)
+        or func is _NATIVE_BATCH_NORM
+        or p.is_view
+        or not backend.supports_op(func)
+    )
+    return None if general else p
+
+
+def _dispatch_general(func: Any, args: tuple, kwargs: dict) -> Any:
     special = fallback.SPECIAL_HANDLERS.get(func)
     if special is not None:
         return special(func, args, kwargs)
@@ -475,7 +561,7 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
     rest = args[1:]
     if func in _IDENTITY_VIEWS:
         # alias/detach: same value, no node (autograd makes many of these).
-        view = LazyTensor(base._lz_storage, base._lz_view + (ViewStep(func, rest, kwargs, tuple(base.shape)),),
+        view = _new_tensor(base._lz_storage, base._lz_view + (ViewStep(func, rest, kwargs, tuple(base.shape)),),
                           TensorMeta(tuple(base.shape), base.dtype, tuple(base.stride())))
         view._lz_cache = (base._lz_storage.value, base._lz_value())
         return view
@@ -486,7 +572,7 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
     in_shape = tuple(base.shape)
     if isinstance(template, _Slot):
         step = ViewStep(func, rest, kwargs, in_shape)
-        view = LazyTensor(base._lz_storage, base._lz_view + (step,), node.metas[template.i])
+        view = _new_tensor(base._lz_storage, base._lz_view + (step,), node.metas[template.i])
         view._lz_cache = (base._lz_storage.value, Output(node, template.i))
         return view
     steps = split_views(func, rest, kwargs, in_shape)
@@ -495,7 +581,7 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
     outs = []
     for step in steps:
         value = step.apply(record_output, base._lz_value())
-        view = LazyTensor(base._lz_storage, base._lz_view + (step,), value.meta)
+        view = _new_tensor(base._lz_storage, base._lz_view + (step,), value.meta)
         view._lz_cache = (base._lz_storage.value, value)
         outs.append(view)
     return type(template)(outs)
