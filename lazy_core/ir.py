@@ -120,18 +120,25 @@ class ScalarParam(Node):
     __slots__ = ("value",)
 
     def __init__(self, value: int | float, location: SourceLocation | None = None):
-        dtype = torch.float64 if isinstance(value, float) else torch.int64
         self.op = "scalar_param"
         self.args = ()
         self.kwargs = {}
         self.operands = ()
-        self.metas = (TensorMeta((), dtype, ()),)
+        # Shared metas and hashes: one of these is made per scalar per traced op.
+        self.metas, self.hash = _FLOAT_PARAM if isinstance(value, float) else _INT_PARAM
         self.location = location
         self.value = value
-        self.hash = hash(("scalar_param", dtype))
 
     def is_leaf(self) -> bool:
         return True
+
+
+def _param_kind(dtype: torch.dtype) -> tuple[tuple[TensorMeta], int]:
+    return (TensorMeta((), dtype, ()),), hash(("scalar_param", dtype))
+
+
+_FLOAT_PARAM = _param_kind(torch.float64)
+_INT_PARAM = _param_kind(torch.int64)
 
 
 class Output:

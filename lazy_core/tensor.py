@@ -252,6 +252,10 @@ class _Converter:
             self.operands.append(out)
             return out, ("P", t)
         if t is list or t is tuple:
+            if not scalar_ok and all(type(v) is int for v in x):
+                # Sizes and dims, the common case: one key, no recursion.
+                c = t(x)
+                return c, (t, tuple(c))
             pairs = [self.conv(v, scalar_ok) for v in x]
             return t(p[0] for p in pairs), (t, tuple(p[1] for p in pairs))
         if t is float and x != x:
@@ -350,6 +354,13 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
             cargs.append(v)
             akeys.append(v.meta)
             continue
+        if (type(a) is float or type(a) is int) and i in sp and a != 0 and a != 1:
+            # A lifted scalar (x * 0.5): as in _Converter.conv, inlined.
+            v = Output(ScalarParam(a, location))
+            operands.append(v)
+            cargs.append(v)
+            akeys.append(("P", type(a)))
+            continue
         if conv is None:
             conv = _Converter(location, operands)
         c, k = conv.conv(a, i in sp)
@@ -443,34 +454,38 @@ def materialize(t: LazyTensor, reason: str) -> torch.Tensor:
 _COMPOSITE = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
 
 
-# id(op) -> its OpPlan when the op is recorded as is (the common case), or None
-# when it needs the general path (special handler, view, mutation, random,
-# fallback...). Valid for one backend: ``supports_op`` is part of the answer.
-_plain: dict[int, OpPlan | None] = {}
-_plain_backend: Any = None
-_UNKNOWN = object()
+# How ``dispatch`` handles each op, by id(op): (_RECORD, plan) for ops recorded
+# as they are (the common case), (_VIEW, plan) for view ops, (_GENERAL, None)
+# for the rest (special handlers, mutations, random, fallbacks...). Valid for
+# one backend: ``supports_op`` is part of the answer.
+_RECORD, _VIEW, _GENERAL = 0, 1, 2
+_kinds: dict[int, tuple[int, OpPlan | None]] = {}
+_kinds_backend: Any = None
 
 
 def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
-    global _plain_backend
+    global _kinds_backend
     backend = _registry._active
-    if backend is not _plain_backend or backend is None:
-        _plain.clear()
-        _plain_backend = backend = active_backend()
-    p = _plain.get(id(func), _UNKNOWN)
-    if p is _UNKNOWN:
-        p = _plain[id(func)] = _classify(func, backend)
-    if p is None:
-        return _dispatch_general(func, args, kwargs)
-    try:
-        node, template = record(func, args, kwargs, None, p)
-    except _Untraceable as e:
-        return fallback.run_eagerly(func, args, kwargs, why=str(e))
-    return _wrap(node, template, _device_of(args))
+    if backend is not _kinds_backend or backend is None:
+        _kinds.clear()
+        _kinds_backend = backend = active_backend()
+    kind = _kinds.get(id(func))
+    if kind is None:
+        kind = _kinds[id(func)] = _classify(func, backend)
+    how, p = kind
+    if how == _RECORD:
+        try:
+            node, template = record(func, args, kwargs, None, p)
+        except _Untraceable as e:
+            return fallback.run_eagerly(func, args, kwargs, why=str(e))
+        return _wrap(node, template, _device_of(args))
+    if how == _VIEW:
+        return _view(func, p, args, kwargs)
+    return _dispatch_general(func, args, kwargs)
 
 
-def _classify(func: Any, backend: Any) -> OpPlan | None:
-    """``func``'s plan if ``dispatch`` may record it directly, else None."""
+def _classify(func: Any, backend: Any) -> tuple[int, OpPlan | None]:
+    """How ``dispatch`` handles ``func``: the checks of ``_dispatch_general``, once per op."""
     p = plan(func)
     general = (
         func in fallback.SPECIAL_HANDLERS
@@ -481,10 +496,11 @@ def _classify(func: Any, backend: Any) -> OpPlan | None:
         or p.random
         or bool(p.mutated)
         or func is _NATIVE_BATCH_NORM
-        or p.is_view
         or not backend.supports_op(func)
     )
-    return None if general else p
+    if general:
+        return _GENERAL, None
+    return (_VIEW if p.is_view else _RECORD), p
 
 
 def _dispatch_general(func: Any, args: tuple, kwargs: dict) -> Any:
