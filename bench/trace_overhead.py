@@ -220,15 +220,14 @@ _BREAKDOWN = {
     "dispatch entry (__torch_dispatch__ -> dispatch)": ("lazy_core/tensor.py", "__torch_dispatch__"),
     "record (node construction, incl. below)": ("lazy_core/tensor.py", "record"),
     "  source location (stack walk)": ("lazy_core/source_location.py", "current"),
-    "  argument conversion + scalar lifting": ("lazy_core/tensor.py", "conv"),
+    "  argument conversion (non-tensor arguments; tensors inline in record)": ("lazy_core/tensor.py", "conv"),
     "  shape inference (cache lookup)": ("lazy_core/tensor.py", "_infer"),
     "  Node() incl. structural hash": ("lazy_core/ir.py", "__init__"),
-    "backend.supports_op": ("backends/", "supports_op"),
-    "op plan lookup": ("lazy_core/op_schema.py", "plan"),
+    "op classification (first call of each op only)": ("lazy_core/tensor.py", "_classify"),
+    "general path (views, mutations, special ops)": ("lazy_core/tensor.py", "_dispatch_general"),
     "_wrap (LazyTensor + registry)": ("lazy_core/tensor.py", "_wrap"),
     "  executor.track (weak registry)": ("lazy_core/executor.py", "track"),
     "  _make_wrapper_subclass": ("~", "_make_wrapper_subclass"),
-    "metrics.counter_add": ("lazy_core/metrics.py", "counter_add"),
 }
 
 
