@@ -90,20 +90,20 @@ class LazyTensor(torch.Tensor):
 
     def _lz_assign(self, new: Output) -> None:
         """Make ``new`` the value of this tensor (in-place semantics, views included)."""
-        meta = TensorMeta(tuple(self.shape), self.dtype, tuple(self.stride()))
-        if new.meta.dtype != meta.dtype:
-            new = record_output(aten._to_copy.default, (new,), {"dtype": meta.dtype})
-        if new.meta.shape != meta.shape:
+        shape, dtype = tuple(self.shape), self.dtype
+        if new.meta.dtype != dtype:
+            new = record_output(aten._to_copy.default, (new,), {"dtype": dtype})
+        if new.meta.shape != shape:
             try:
-                fits = torch.broadcast_shapes(new.meta.shape, meta.shape) == meta.shape
+                fits = torch.broadcast_shapes(new.meta.shape, shape) == shape
             except RuntimeError:
                 fits = False
             if not fits:
                 raise RuntimeError(
-                    f"an in-place op would resize a lazy tensor from {list(meta.shape)} to "
+                    f"an in-place op would resize a lazy tensor from {list(shape)} to "
                     f"{list(new.meta.shape)}; lazy tensors have fixed shapes"
                 )
-            new = record_output(aten.expand.default, (new, list(meta.shape)), {})
+            new = record_output(aten.expand.default, (new, list(shape)), {})
             new = record_output(aten.clone.default, (new,), {})
         storage = self._lz_storage
         if not self._lz_view:
@@ -458,7 +458,7 @@ _COMPOSITE = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutog
 # as they are (the common case), (_VIEW, plan) for view ops, (_GENERAL, None)
 # for the rest (special handlers, mutations, random, fallbacks...). Valid for
 # one backend: ``supports_op`` is part of the answer.
-_RECORD, _VIEW, _GENERAL = 0, 1, 2
+_RECORD, _VIEW, _MUTATE, _GENERAL = 0, 1, 2, 3
 _kinds: dict[int, tuple[int, OpPlan | None]] = {}
 _kinds_backend: Any = None
 
@@ -481,6 +481,8 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
         return _wrap(node, template, _device_of(args))
     if how == _VIEW:
         return _view(func, p, args, kwargs)
+    if how == _MUTATE:
+        return _mutate(func, p, args, kwargs)
     return _dispatch_general(func, args, kwargs)
 
 
@@ -494,13 +496,15 @@ def _classify(func: Any, backend: Any) -> tuple[int, OpPlan | None]:
         or p.returns_python_scalar
         or p.dynamic_shape
         or p.random
-        or bool(p.mutated)
+        or (bool(p.mutated) and p.functional is None)
         or func is _NATIVE_BATCH_NORM
         or not backend.supports_op(func)
     )
     if general:
         return _GENERAL, None
-    return (_VIEW if p.is_view else _RECORD), p
+    if p.is_view:
+        return _VIEW, p
+    return (_MUTATE if p.mutated else _RECORD), p
 
 
 def _dispatch_general(func: Any, args: tuple, kwargs: dict) -> Any:
