@@ -25,34 +25,63 @@ from typing import Any
 from .backend import BackendData
 
 
-class PendingData:
-    """A result of a queued execution: becomes a BackendData when it has run."""
+class PendingBatch:
+    """The results of one queued execution: one event for all of them.
 
-    __slots__ = ("_done", "_value", "_error", "label")
+    A training step has hundreds of outputs (parameters, optimizer state);
+    one ``threading.Event`` per output cost more than the rest of a cached
+    ``mark_step()``. When the execution ends each placeholder receives its
+    own value and the batch forgets them all, so a tensor kept alive does not
+    keep the other results of its step alive.
+    """
+
+    __slots__ = ("_done", "_waiting", "_error", "label")
 
     def __init__(self, label: str) -> None:
         self._done = threading.Event()
-        self._value: BackendData | None = None
+        self._waiting: list[PendingData] = []
         self._error: BaseException | None = None
         self.label = label
 
-    def set(self, value: BackendData) -> None:
-        self._value = value
+    def placeholders(self, n: int) -> list[PendingData]:
+        self._waiting = [PendingData(self) for _ in range(n)]
+        return list(self._waiting)
+
+    def set(self, values: list[BackendData]) -> None:
+        for p, v in zip(self._waiting, values, strict=True):
+            p._value = v
+        self._waiting = []
         self._done.set()
 
     def fail(self, error: BaseException) -> None:
         self._error = error
+        self._waiting = []
         self._done.set()
 
+
+class PendingData:
+    """A result of a queued execution: becomes a BackendData when it has run."""
+
+    __slots__ = ("batch", "_value")
+
+    def __init__(self, batch: PendingBatch) -> None:
+        self.batch = batch
+        self._value: BackendData | None = None
+
+    @property
+    def label(self) -> str:
+        return self.batch.label
+
     def wait(self) -> BackendData:
-        self._done.wait()
-        if self._error is not None:
-            raise RuntimeError(f"lazy execution ({self.label}) failed: {self._error}") from self._error
+        batch = self.batch
+        batch._done.wait()
+        if batch._error is not None:
+            raise RuntimeError(f"lazy execution ({batch.label}) failed: {batch._error}") from batch._error
         assert self._value is not None
         return self._value
 
     def done(self) -> bool:
-        return self._done.is_set()
+        return self.batch._done.is_set()
 
 
 def resolve(data: Any) -> Any:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import metrics
-from .async_exec import PendingData, Worker, enabled_by_default, resolve
+from .async_exec import PendingBatch, Worker, enabled_by_default, resolve
 from .backend import BackendImpl, CompileError
 from .graph import LazyGraph, build_graph
 from .ir import DeviceData, Output, ScalarParam
@@ -264,21 +264,18 @@ class GraphExecutor:
 
         if self.async_mode and reason.startswith("mark_step"):
             # entry.graph_name: graph.name would re-hash every node's text on each cache hit.
-            label = f"{reason}, graph {entry.graph_name}"
-            placeholders = [PendingData(label) for _ in roots]
+            batch = PendingBatch(f"{reason}, graph {entry.graph_name}")
 
             def job() -> None:
                 try:
-                    results = run()
+                    values = run()
                 except BaseException as e:
-                    for p in placeholders:
-                        p.fail(e)
+                    batch.fail(e)
                     return
-                for p, r in zip(placeholders, results):
-                    p.set(r)
+                batch.set(values)
 
             self._worker.submit(job)
-            results = placeholders
+            results = batch.placeholders(n_roots)
         else:
             results = self._worker.run_sync(run)
         produced: dict[tuple[int, int], Output] = {}

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
+import weakref
+from typing import Any
+
+import pytest
+import torch
+from conftest import use_backend
+
+import lazy_core
+from lazy_core.eager_backend import EagerBackend
 
 _SCRIPT = textwrap.dedent(
     """
@@ -28,3 +38,44 @@ def test_exit_right_after_mark_step_keeps_the_exit_status():
         proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 3, proc.stderr[-2000:]
         assert "terminate called" not in proc.stderr
+
+
+class _RuntimeFailure(EagerBackend):
+    """The eager backend with a device that fails every execution (a lost device)."""
+
+    name = "eager-failing-device"
+
+    def execute_computation(self, executable: Any, arguments: Any, device: Any) -> Any:
+        raise RuntimeError("device lost during execution")
+
+
+def test_execution_error_surfaces_at_the_next_read_with_the_step_label():
+    previous = lazy_core.active_backend()
+    lazy_core.init(_RuntimeFailure())
+    try:
+        x = torch.ones(3).to("lazy")
+        y = x + 1
+        lazy_core.mark_step()  # queued: returns before the failure
+        with pytest.raises(RuntimeError, match=r"lazy execution \(mark_step.*failed: device lost"):
+            y.cpu()
+        # Tensors that were not part of the failed execution still work.
+        torch.testing.assert_close(x.cpu(), torch.ones(3))
+    finally:
+        del y
+        lazy_core.init(previous)
+
+
+def test_a_kept_result_does_not_keep_the_rest_of_its_step_alive():
+    use_backend("eager")
+    x = torch.ones(1000).to("lazy")
+    keep = x + 1
+    dropped = x * 2
+    lazy_core.mark_step()
+    lazy_core.wait_device_ops()
+    data = dropped._lz_value().node.data
+    value = data.wait() if hasattr(data, "wait") else data
+    handle = weakref.ref(value.handle)
+    del dropped, data, value
+    gc.collect()
+    assert handle() is None, "the dropped result's buffer is still referenced"
+    torch.testing.assert_close(keep.cpu(), torch.full((1000,), 2.0))
