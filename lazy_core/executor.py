@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import metrics
+from . import metrics, source_location
 from .async_exec import PendingBatch, Worker, enabled_by_default, resolve
 from .backend import BackendImpl, CompileError
 from .graph import LazyGraph, build_graph
@@ -264,7 +264,10 @@ class GraphExecutor:
 
         if self.async_mode and reason.startswith("mark_step"):
             # entry.graph_name: graph.name would re-hash every node's text on each cache hit.
-            batch = PendingBatch(f"{reason}, graph {entry.graph_name}")
+            # The user's mark_step() line: the error surfaces later, at a read.
+            site = source_location.user_stack(1)
+            where = f" at {site[0]}" if site else ""
+            batch = PendingBatch(f"{reason}{where}, graph {entry.graph_name}")
 
             def job() -> None:
                 try:
