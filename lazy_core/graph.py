@@ -70,7 +70,11 @@ def _stable_args(node: Node) -> str:
 
 
 def build_graph(outputs: list[Output]) -> LazyGraph:
-    """Post-order the nodes reachable from ``outputs`` (iteratively: graphs are deep)."""
+    """Post-order the nodes reachable from ``outputs`` (iteratively: graphs are deep).
+
+    Runs at every barrier, cache hit or not, so it is written for speed: one
+    explicit stack of (node, next operand index), positions keyed by id().
+    """
     positions: dict[int, int] = {}
     nodes: list[Node] = []
     inputs: list[Node] = []
@@ -83,26 +87,29 @@ def build_graph(outputs: list[Output]) -> LazyGraph:
         while stack:
             node, i = stack[-1]
             operands = node.operands
+            n = len(operands)
             # Advance to the next operand not yet placed.
-            while i < len(operands) and id(operands[i].node) in positions:
+            while i < n and id(operands[i].node) in positions:
                 i += 1
-            if i < len(operands):
+            if i < n:
                 stack[-1] = (node, i + 1)
-                child = operands[i].node
-                if id(child) not in positions:
-                    stack.append((child, 0))
+                stack.append((operands[i].node, 0))
                 continue
             stack.pop()
             if id(node) in positions:
                 continue
             positions[id(node)] = len(positions)
-            if node.is_leaf():
-                inputs.append(node)
-                key_parts.append((node.hash,))
+            if n == 0:
+                # Leaves (DeviceData, ScalarParam) are the only operand-free nodes
+                # that can be pending inputs; operand-free ops (factories) are not.
+                if node.is_leaf():
+                    inputs.append(node)
+                    key_parts.append((node.hash,))
+                    continue
+                nodes.append(node)
+                key_parts.append((node.hash, ()))
             else:
                 nodes.append(node)
-                key_parts.append(
-                    (node.hash, tuple((positions[id(o.node)], o.index) for o in operands))
-                )
-    out_key = tuple((positions[id(o.node)], o.index) for o in outputs)
+                key_parts.append((node.hash, tuple([(positions[id(o.node)], o.index) for o in operands])))
+    out_key = tuple([(positions[id(o.node)], o.index) for o in outputs])
     return LazyGraph(nodes, inputs, list(outputs), (tuple(key_parts), out_key), positions)
