@@ -94,9 +94,12 @@ class Node:
 class DeviceData(Node):
     """A leaf holding a backend buffer: an input of a computation."""
 
-    __slots__ = ("data",)
+    __slots__ = ("data", "pinned")
 
     def __init__(self, data: Any, meta: TensorMeta, location: SourceLocation | None = None):
+        #: Held by something other than a storage (a view's materialized
+        #: value): its buffer is never donated (lazy_core.donation).
+        self.pinned = False
         self.op = "device_data"
         self.args = ()
         self.kwargs = {}

@@ -85,6 +85,8 @@ class LazyTensor(torch.Tensor):
         """Remember a materialized value of a view (its base did not change)."""
         if self._lz_view:
             self._lz_cache = (self._lz_storage.value, value)
+            if isinstance(value.node, DeviceData):
+                value.node.pinned = True
         else:
             self._lz_storage.value = value
 

@@ -1,0 +1,65 @@
+"""Buffer donation: the executor's plan (lazy_core.donation) and, on IREE, the results."""
+
+from __future__ import annotations
+
+import torch
+
+import lazy_core
+from lazy_core.donation import plan_donations
+from lazy_core.executor import executor
+from lazy_core.graph import build_graph
+from lazy_core.ir import DeviceData
+
+
+def _plan() -> tuple[dict[int, int], list, list]:
+    """The donation plan mark_step() would make now, with the graph's inputs and outputs."""
+    ex = executor()
+    pending = sorted(ex.pending_storages(), key=lambda s: s.seq)
+    graph = build_graph([s.value for s in pending])
+    data = [leaf for leaf in graph.inputs if isinstance(leaf, DeviceData)]
+    return plan_donations(graph, ex.live_storages()), data, graph.outputs
+
+
+def _materialized(t: torch.Tensor) -> torch.Tensor:
+    lazy_core.mark_step()
+    lazy_core.wait_device_ops()
+    return t
+
+
+def test_updated_parameter_donates_its_old_buffer(eager_backend):
+    p = _materialized(torch.zeros(4, 3).to("lazy"))
+    old = p._lz_value().node
+    p.add_(1.5)
+    plan, data, outputs = _plan()
+    assert [data[i] for i in plan] == [old]
+    assert outputs[plan[data.index(old)]] is p._lz_value()
+
+
+def test_a_live_tensor_still_holding_the_buffer_blocks_donation(eager_backend):
+    x = _materialized(torch.ones(4, 3).to("lazy"))
+    y = x * 2  # x stays alive and unchanged: its buffer is still read later
+    plan, _, _ = _plan()
+    assert plan == {}
+    torch.testing.assert_close(y.cpu(), torch.full((4, 3), 2.0))
+
+
+def test_shape_or_dtype_mismatch_is_not_donated(eager_backend):
+    p = _materialized(torch.zeros(4, 3).to("lazy"))
+    p = p.sum(dim=0)  # the old buffer dies, but no result has its shape
+    plan, _, _ = _plan()
+    assert plan == {}
+
+
+def test_a_materialized_view_value_is_pinned(eager_backend):
+    base = _materialized(torch.arange(12.0).reshape(4, 3).to("lazy"))
+    row = base[1]
+    row.cpu()  # the view's value is now device data that the view itself caches
+    y = row * 2  # a result of the row's shape: a candidate for its buffer
+    plan, data, _ = _plan()
+    [cached] = [d for d in data if d.pinned]
+    assert plan == {}, "the row's cached value would be overwritten under the view"
+    cached.pinned = False
+    assert _plan()[0] != {}, "without the pin the buffer would be donated (the check above means something)"
+    cached.pinned = True
+    torch.testing.assert_close(y.cpu(), torch.tensor([6.0, 8.0, 10.0]))
+    torch.testing.assert_close(row.cpu(), torch.tensor([3.0, 4.0, 5.0]))
