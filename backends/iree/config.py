@@ -37,7 +37,16 @@ Defaults per target:
   are misread and results fail to be created. So f64 is computed in f64, and
   a flag turning demotion back on is refused. A Vulkan device without f64
   then fails to compile such graphs, which run eagerly with a warning.
-* llvm-cpu: ``--iree-llvmcpu-target-cpu=host`` (the host's vector units).
+* llvm-cpu: ``--iree-llvmcpu-target-cpu=host`` (the host's vector units) and
+  ``--iree-global-opt-use-im2col-for-convs``. IREE's CPU code for a
+  convolution in PyTorch's NCHW layout is a direct loop nest that reaches
+  about 2-3 GFLOP/s; a training step's backward pass adds two more
+  convolutions per layer, so convolutions were 90% of a small CNN's step.
+  Rewritten as im2col + matmul they use the matmul code path: the
+  ``bench/train_step.py`` CNN step graph ran in 30.4 ms before, 11.7 ms
+  after (iree-benchmark-module, one thread; see ``docs/iree-performance.md``).
+  Graphs without convolutions compile to the same code.
+  ``--iree-global-opt-use-im2col-for-convs=false`` turns it off.
 * vulkan-spirv: on Mesa's lavapipe ``--iree-vulkan-target=llvmpipe``. IREE's
   default Vulkan target (a mobile baseline without 16-bit storage) emulates
   f16 buffers and gets them wrong on lavapipe, and lacks f64. On other Vulkan
@@ -67,7 +76,8 @@ class TargetSpec:
     default_flags: tuple[str, ...] = ()
 
 
-CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU", (_NO_DEMOTE_F64, "--iree-llvmcpu-target-cpu=host"))
+CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
+                 (_NO_DEMOTE_F64, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"))
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN", (_NO_DEMOTE_F64,))
 CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", (_NO_DEMOTE_F64,))
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
