@@ -19,6 +19,7 @@ from conftest import use_backend
 
 import lazy_core
 from backends.iree import IreeBackend
+from backends.iree.backend import clear_memory_caches
 from backends.iree.config import CPU, make_config
 
 CONVS = {
@@ -81,3 +82,126 @@ def test_cpu_defaults_use_im2col_and_users_can_turn_it_off() -> None:
     assert "--iree-global-opt-use-im2col-for-convs" not in off
     assert "--iree-global-opt-use-im2col-for-convs=false" in off
     assert IreeBackend("iree-cpu").cache_key() != IreeBackend("iree-cpu", flags=list(off)).cache_key()
+
+
+# -- buffer donation (backend side; the executor does not ask for it yet) ------------------------
+
+
+def _sgd_graph(backend: IreeBackend, shape: tuple[int, ...] = (4, 5)):
+    """A momentum-SGD update traced lazily and lowered, with its argument and result indices.
+
+    Returns (computation, graph inputs, {"p","m","g"} -> argument index,
+    {"p","m"} -> result index, CPU tensors p, m, g).
+    """
+    from lazy_core.graph import build_graph
+
+    gen = torch.Generator().manual_seed(5)
+    host = {k: torch.randn(*shape, generator=gen) for k in "pmg"}
+    lazy = {k: v.to("lazy") for k, v in host.items()}
+    m2 = lazy["m"] * 0.9 + lazy["g"]
+    p2 = lazy["p"] - 0.1 * m2
+    roots = [p2._lz_value(), m2._lz_value()]
+    graph = build_graph(roots)
+    comp = backend.lower(graph)
+    leaves = {k: lazy[k]._lz_value().node for k in "pmg"}
+    args = {k: next(i for i, leaf in enumerate(graph.inputs) if leaf is node) for k, node in leaves.items()}
+    return comp, graph.inputs, args, {"p": 0, "m": 1}, host
+
+
+def _upload_inputs(backend: IreeBackend, inputs, values: dict[int, torch.Tensor]) -> list:
+    """Fresh device data for every graph input: ``values`` by index, scalar parameters as they are."""
+    from lazy_core.ir import DeviceData
+
+    device = backend.default_device()
+    out = []
+    for i, leaf in enumerate(inputs):
+        if i in values:
+            out.append(backend.make_backend_data(values[i], device))
+        elif isinstance(leaf, DeviceData):
+            raise AssertionError(f"input {i} has no value")
+        else:
+            out.append(backend.make_backend_data(torch.tensor(leaf.value, dtype=leaf.metas[0].dtype), device))
+    return out
+
+
+def _sgd_eager(p: torch.Tensor, m: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    m2 = m * 0.9 + g
+    return p - 0.1 * m2, m2
+
+
+def test_donated_results_overwrite_their_arguments_in_place(tmp_path) -> None:
+    from backends.disk_cache import DiskCache
+
+    use_backend("iree-cpu")  # traces on iree-cpu; the backend below compiles into tmp_path
+    backend = IreeBackend("iree-cpu", disk_cache=DiskCache("iree", str(tmp_path)))
+    comp, inputs, a, r, host = _sgd_graph(backend)
+    donate = {a["p"]: r["p"], a["m"]: r["m"]}
+    [plain] = backend.compile([comp])
+    [handle] = backend.compile([comp], donated=[donate])
+    assert handle.donated == donate and not plain.donated
+    assert handle.key != plain.key  # donation is part of the cache key
+    device = backend.default_device()
+
+    p, m, g = host["p"], host["m"], host["g"]
+    args = _upload_inputs(backend, inputs, {a["p"]: p, a["m"]: m, a["g"]: g})
+    for _ in range(3):  # three training steps, each feeding the last one's results back
+        results = backend.execute_computation(handle, args, device)
+        p, m = _sgd_eager(p, m, g)
+        # In place: the results are the argument buffers, now holding the new values.
+        assert results[r["p"]].handle is args[a["p"]].handle
+        assert results[r["m"]].handle is args[a["m"]].handle
+        torch.testing.assert_close(backend.to_host(results[r["p"]]), p)
+        torch.testing.assert_close(backend.to_host(results[r["m"]]), m)
+        args = list(args)
+        args[a["p"]], args[a["m"]] = results[r["p"]], results[r["m"]]
+
+    # A second backend on the same disk cache loads the donating module and its pattern.
+    again = IreeBackend("iree-cpu", disk_cache=DiskCache("iree", str(tmp_path)))
+    clear_memory_caches()
+    [loaded] = again.compile([comp], donated=[donate])
+    assert loaded.donated == donate
+
+
+def test_a_donated_buffer_passed_twice_is_read_before_it_is_written() -> None:
+    """The same buffer as the donated ``p`` and as ``g``: ``g`` gets a private copy."""
+    backend = use_backend("iree-cpu")
+    comp, inputs, a, r, host = _sgd_graph(backend)
+    [handle] = backend.compile([comp], donated=[{a["p"]: r["p"]}])
+    args = _upload_inputs(backend, inputs, {a["p"]: host["p"], a["m"]: host["m"], a["g"]: host["g"]})
+    args[a["g"]] = args[a["p"]]
+    results = backend.execute_computation(handle, args, backend.default_device())
+    want_p, want_m = _sgd_eager(host["p"], host["m"], host["p"])
+    torch.testing.assert_close(backend.to_host(results[r["p"]]), want_p)
+    torch.testing.assert_close(backend.to_host(results[r["m"]]), want_m)
+
+
+def test_shared_scalar_buffers_are_never_donated() -> None:
+    backend = use_backend("iree-cpu")
+    device = backend.default_device()
+    scalar = backend.make_backend_data(torch.tensor(0.5), device)
+    assert not backend.can_donate(scalar)  # equal scalars share this buffer
+    assert backend.can_donate(backend.make_backend_data(torch.ones(3), device))
+
+
+def test_donation_skips_pairs_iree_cannot_alias() -> None:
+    from backends.iree.donation import donate_arguments, normalize
+
+    mlir = """
+module {
+  func.func @f(%arg0: !torch.vtensor<[3],f32>, %arg1: !torch.vtensor<[2],f32>) -> (!torch.vtensor<[3],f32>, !torch.vtensor<[3],f32>) {
+    %int1 = torch.constant.int 1
+    %0 = torch.aten.add.Tensor %arg0, %arg0, %int1 : !torch.vtensor<[3],f32>, !torch.vtensor<[3],f32>, !torch.int -> !torch.vtensor<[3],f32>
+    return %0, %arg0 : !torch.vtensor<[3],f32>, !torch.vtensor<[3],f32>
+  }
+}
+"""
+    # arg1 -> result 0: another shape; arg0 -> result 1: the argument itself, unchanged.
+    assert donate_arguments(mlir, "f", {1: 0})[1] == {}
+    assert donate_arguments(mlir, "f", {0: 1})[1] == {}
+    text, applied = donate_arguments(mlir, "f", {0: 0})
+    assert applied == {0: 0}
+    assert "%arg0: !torch.tensor<[3],f32>" in text and "torch.overwrite.tensor.contents" in text
+    with pytest.raises(ValueError):
+        normalize({0: 0, 1: 0}, 2, 2)
+    with pytest.raises(ValueError):
+        normalize({2: 0}, 2, 2)

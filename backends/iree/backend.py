@@ -24,6 +24,14 @@ Scalar parameters (0-d tensors of a few bytes, made every step) are
 kernel arguments rather than tensor transfers: the executor does not count
 them, and this backend keeps one device buffer per distinct value.
 
+Buffer donation (``compile(..., donated=...)``, see ``donation``): a caller
+that knows an argument's buffer is read by nothing else after a call may ask
+for a result to be written into it. The compiled function then returns that
+result in place, and ``execute_computation`` hands the argument's buffer view
+out as the result. An argument buffer that is shared (a memoized scalar, or
+the same view passed twice) gets a private copy first, so donation never
+changes what another tensor reads.
+
 dtypes: f32, f16, bf16, i64, i32, i16, i8, u8, bool and 0-d tensors run as
 is. f64 is computed in f64: IREE's default f64->f32 demotion is switched off
 because it breaks the function boundary (see ``config``). Results are read
@@ -33,7 +41,7 @@ if the two differ.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -47,7 +55,16 @@ from . import dtypes, transfer
 from .aliasing import written_arguments
 from .compiler import compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
-from .memo import clear_memory_caches, exe_memo, memo_get, memo_put, scalar_memo, vmfb_memo
+from .donation import donate_arguments, key_suffix, normalize, results_in_order
+from .memo import (
+    clear_memory_caches,
+    exe_memo,
+    is_memoized_scalar,
+    memo_get,
+    memo_put,
+    scalar_memo,
+    vmfb_memo,
+)
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
 
 __all__ = ["IreeBackend", "clear_memory_caches", "make_iree_cpu", "make_iree_cuda", "make_iree_vulkan"]
@@ -56,15 +73,17 @@ __all__ = ["IreeBackend", "clear_memory_caches", "make_iree_cpu", "make_iree_cud
 class IreeExecutableHandle:
     """What ``compile`` returns: the loaded module plus the graph's result types."""
 
-    __slots__ = ("exe", "result_types", "key", "written_args")
+    __slots__ = ("exe", "result_types", "key", "written_args", "donated")
 
     def __init__(self, exe: IreeExecutable, result_types: list[tuple[tuple[int, ...], torch.dtype]], key: str,
-                 written_args: frozenset[int] = frozenset()):
+                 written_args: frozenset[int] = frozenset(), donated: dict[int, int] | None = None):
         self.exe = exe
         self.result_types = result_types
         self.key = key
         #: Arguments the compiled code may write into: passed as private copies.
         self.written_args = written_args
+        #: argument index -> result index written into that argument's buffer.
+        self.donated: dict[int, int] = donated or {}
 
 
 class IreeBackend(MlirBackend):
@@ -136,27 +155,53 @@ class IreeBackend(MlirBackend):
         target = "linalg-on-tensors" if form == "linalg" else "torch"
         return lowering.lower(computation, target).mlir
 
-    def compile_key(self, computation: lowering.Computation) -> str:
-        """The disk-cache key: location-free MLIR, target, flags, forms, compiler version.
+    def compile_key(self, computation: lowering.Computation, donated: Mapping[int, int] | None = None) -> str:
+        """The disk-cache key: location-free MLIR, target, flags, forms, donations, compiler version.
 
         Locations only feed diagnostics, so keying on the text without them
         lets an edited script (lines moved) keep its cached executables.
+        Donation changes the compiled function's signature, so it is keyed.
         """
-        return DiskCache.key(_ARTIFACT_FORMAT, computation.to_string(), self.config.cache_key(),
-                             self._compiler_version)
+        parts = [_ARTIFACT_FORMAT, computation.to_string(), self.config.cache_key(), self._compiler_version]
+        if donated:
+            parts.append("donate:" + key_suffix(donated))
+        return DiskCache.key(*parts)
 
-    def compile(self, computations: Sequence[lowering.Computation]) -> list[IreeExecutableHandle]:
-        return [self._compile_one(c) for c in computations]
+    def compile(
+        self,
+        computations: Sequence[lowering.Computation],
+        donated: Sequence[Mapping[int, int] | None] | None = None,
+    ) -> list[IreeExecutableHandle]:
+        """One executable per computation; ``donated[i]`` maps argument -> result indices to alias.
 
-    def _compile_vmfb(self, computation: lowering.Computation) -> tuple[bytes, frozenset[int]]:
+        A donated argument's buffer receives the result's new value; the caller
+        promises that nothing reads the argument's old value after the call.
+        Pairs IREE cannot alias (the result is the argument unchanged, or has
+        another shape or dtype) are quietly computed functionally instead.
+        """
+        donated = list(donated or [])
+        donated += [None] * (len(computations) - len(donated))
+        return [self._compile_one(c, d) for c, d in zip(computations, donated)]
+
+    def can_donate(self, data: BackendData) -> bool:
+        """Whether ``data``'s buffer may be donated: not one shared by equal scalars."""
+        return not is_memoized_scalar(data.handle)
+
+    def _compile_vmfb(
+        self, computation: lowering.Computation, donated: Mapping[int, int] | None = None
+    ) -> tuple[bytes, frozenset[int], dict[int, int]]:
         """Try each input form in turn; raise the first form's error if none compiles.
 
-        Returns the flatbuffer and the arguments its code may write into.
+        Returns the flatbuffer, the arguments its code may write into, and the
+        donations applied.
         """
         errors: list[CompileError] = []
         for form in self.config.input_forms:
             try:
                 text = self.source_text(computation, form)
+                applied: dict[int, int] = {}
+                if donated:
+                    text, applied = donate_arguments(text, computation.func_name, donated)
                 vmfb = compile_vmfb(text, self.config, computation.func_name, form)
             except CompileError as e:
                 errors.append(e)
@@ -165,7 +210,7 @@ class IreeBackend(MlirBackend):
                 metrics.counter_add(f"iree_input_fallback::{form}")
             # The imported text names the same arguments as the compiled form,
             # and holds every op that could write into one before decomposition.
-            return vmfb, written_arguments(text) | written_arguments(computation.mlir)
+            return vmfb, written_arguments(text) | written_arguments(computation.mlir), applied
         first = errors[0]
         if len(errors) > 1:
             others = "; ".join(str(e).splitlines()[0] for e in errors[1:])
@@ -180,8 +225,10 @@ class IreeBackend(MlirBackend):
         """
         return self._artifact(computation)[0]
 
-    def _artifact(self, computation: lowering.Computation) -> tuple[bytes, frozenset[int]]:
-        key = self.compile_key(computation)
+    def _artifact(
+        self, computation: lowering.Computation, donated: Mapping[int, int] | None = None
+    ) -> tuple[bytes, frozenset[int], dict[int, int]]:
+        key = self.compile_key(computation, donated)
         hit = memo_get(vmfb_memo, key)
         if hit is not None:
             metrics.counter_add("iree_memo_hit")
@@ -190,14 +237,17 @@ class IreeBackend(MlirBackend):
         if blob is not None:
             artifact = _unpack_artifact(blob)
         else:
-            artifact = self._compile_vmfb(computation)
+            artifact = self._compile_vmfb(computation, donated)
             self.disk_cache.put(key, _pack_artifact(*artifact))
         memo_put(vmfb_memo, key, artifact)
         return artifact
 
-    def _compile_one(self, computation: lowering.Computation) -> IreeExecutableHandle:
-        key = self.compile_key(computation)
-        vmfb, written = self._artifact(computation)
+    def _compile_one(
+        self, computation: lowering.Computation, donated: Mapping[int, int] | None = None
+    ) -> IreeExecutableHandle:
+        donated = normalize(donated, len(computation.args), len(computation.results))
+        key = self.compile_key(computation, donated)
+        vmfb, written, applied = self._artifact(computation, donated)
         uri = self.config.device_uri
         exe = memo_get(exe_memo, (uri, key))
         if exe is None or exe.func_name != computation.func_name:
@@ -206,35 +256,65 @@ class IreeBackend(MlirBackend):
         results = [(tuple(r.shape), r.dtype) for r in computation.results]
         if written:
             metrics.counter_add("iree_protected_graphs")
-        return IreeExecutableHandle(exe, results, key, written)
+        if applied:
+            metrics.counter_add("iree_donating_graphs")
+        return IreeExecutableHandle(exe, results, key, written, applied)
 
     # -- execute ------------------------------------------------------------------------
     def execute_computation(
         self, executable: IreeExecutableHandle, arguments: Sequence[BackendData], device: BackendDevice
     ) -> list[BackendData]:
         views = [a.handle for a in arguments]
-        if executable.written_args:
-            order = sorted(executable.written_args)
+        donated = executable.donated
+        private = set(executable.written_args) - donated.keys()
+        if donated:
+            private |= _shared_donations(views, donated)
+        if private:
+            order = sorted(private)
             with metrics.timed("iree_argument_copies"):
                 copies = transfer.device_copies(self.runtime_device, [views[i] for i in order])
             for i, view in zip(order, copies):
                 views[i] = view
-        outs = executable.exe.run(views, len(executable.result_types))
+        n = len(executable.result_types)
+        outs = executable.exe.run(views, n - len(donated))
+        if donated:
+            outs = results_in_order(outs, views, donated, n)
         return [BackendData(v, shape, dtype, device) for v, (shape, dtype) in zip(outs, executable.result_types)]
 
 
+def _shared_donations(views: list, donated: Mapping[int, int]) -> set[int]:
+    """Arguments to copy so that no donated buffer is read elsewhere.
+
+    A donated memoized scalar is copied itself (equal scalars share it); a
+    donated view also passed at another index has that other argument copied.
+    """
+    out: set[int] = set()
+    donated_ids = {id(views[a]): a for a in donated}
+    for i, v in enumerate(views):
+        a = donated_ids.get(id(v))
+        if a is not None and a != i:
+            out.add(i)
+    for a in donated:
+        if is_memoized_scalar(views[a]):
+            out.add(a)
+    return out
+
+
 #: Bump when the cached payload's layout changes (old entries then never match).
-_ARTIFACT_FORMAT = "iree-artifact-2"
+_ARTIFACT_FORMAT = "iree-artifact-3"
 
 
-def _pack_artifact(vmfb: bytes, written: frozenset[int]) -> bytes:
-    """A disk-cache payload: the written-argument list as one text line, then the vmfb."""
-    return (",".join(map(str, sorted(written))) + "\n").encode() + vmfb
+def _pack_artifact(vmfb: bytes, written: frozenset[int], donated: Mapping[int, int]) -> bytes:
+    """A disk-cache payload: one text line (written arguments; applied donations), then the vmfb."""
+    head = ",".join(map(str, sorted(written))) + ";" + key_suffix(donated)
+    return (head + "\n").encode() + vmfb
 
 
-def _unpack_artifact(blob: bytes) -> tuple[bytes, frozenset[int]]:
+def _unpack_artifact(blob: bytes) -> tuple[bytes, frozenset[int], dict[int, int]]:
     head, _, vmfb = blob.partition(b"\n")
-    return vmfb, frozenset(int(i) for i in head.decode().split(",") if i)
+    written, _, donated = head.decode().partition(";")
+    pairs = (p.split(">") for p in donated.split(",") if p)
+    return vmfb, frozenset(int(i) for i in written.split(",") if i), {int(a): int(r) for a, r in pairs}
 
 
 def make_iree_cpu() -> IreeBackend:
