@@ -26,11 +26,12 @@ them, and this backend keeps one device buffer per distinct value.
 
 Buffer donation (``compile(..., donated=...)``, see ``donation``): a caller
 that knows an argument's buffer is read by nothing else after a call may ask
-for a result to be written into it. The compiled function then returns that
-result in place, and ``execute_computation`` hands the argument's buffer view
-out as the result. An argument buffer that is shared (a memoized scalar, or
-the same view passed twice) gets a private copy first, so donation never
-changes what another tensor reads.
+for a result to be written into it. Pairs for which IREE could read the old
+value after writing the new one are refused (``donation`` says which). The
+compiled function writes the others in place, and ``execute_computation``
+hands the argument's buffer view out as the result. An argument buffer that
+is shared (a memoized scalar, or the same view passed twice) gets a private
+copy first, so donation never changes what another tensor reads.
 
 dtypes: f32, f16, bf16, i64, i32, i16, i8, u8, bool and 0-d tensors run as
 is. f64 is computed in f64: IREE's default f64->f32 demotion is switched off
@@ -176,8 +177,10 @@ class IreeBackend(MlirBackend):
 
         A donated argument's buffer receives the result's new value; the caller
         promises that nothing reads the argument's old value after the call.
-        Pairs IREE cannot alias (the result is the argument unchanged, or has
-        another shape or dtype) are quietly computed functionally instead.
+        Pairs IREE cannot alias (the result is the argument unchanged, has
+        another shape or dtype, or IREE could still read the old value after
+        writing the new one) are quietly computed functionally instead;
+        ``handle.donated`` holds the pairs applied.
         """
         donated = list(donated or [])
         donated += [None] * (len(computations) - len(donated))
@@ -301,7 +304,7 @@ def _shared_donations(views: list, donated: Mapping[int, int]) -> set[int]:
 
 
 #: Bump when the cached payload's layout changes (old entries then never match).
-_ARTIFACT_FORMAT = "iree-artifact-3"
+_ARTIFACT_FORMAT = "iree-artifact-5"
 
 
 def _pack_artifact(vmfb: bytes, written: frozenset[int], donated: Mapping[int, int]) -> bytes:

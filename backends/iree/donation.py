@@ -13,8 +13,20 @@ a mutable ``!torch.tensor`` (instead of a value ``!torch.vtensor``), read
 with ``torch.copy.to_vtensor`` and written with
 ``torch.overwrite.tensor.contents`` (the form iree-turbine emits for in-place
 updates), becomes a ``hal.tensor.alias`` of the caller's buffer view in
-IREE's torch function conversion: the result is stored into that buffer, and
-IREE orders the reads of the old value before the write.
+IREE's torch function conversion: the result is stored into that buffer.
+
+IREE does *not* order the other reads of the argument's old value before
+that write (measured on 3.13: returning ``(a * 2, -a)`` with ``a`` donated to
+the first result gives ``-2a`` for the second; ``a.t()`` or ``a @ a`` donated
+into ``a`` come out garbled, the kernel overwriting what it still reads). So
+a pair is donated only when it is safe by construction: every op that reads
+the argument lies on the way to the donated result, and every op between
+the two is elementwise over the argument's shape. Then every dispatch that
+reads the old value runs before the one that writes the result, or is that
+dispatch and reads each element just before it writes it. That is exactly
+an optimizer's state update (momentum buffers, Adam's moments, step
+counters, a parameter updated where nothing else reads it); a parameter
+also read by the forward and backward passes is computed functionally.
 
 ``donate_arguments`` rewrites the torch-dialect text handed to iree-compile
 that way. Donated results are no longer returned; the backend hands the
@@ -25,6 +37,7 @@ tensors.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 #: argument index -> result index whose new value overwrites that argument's buffer.
@@ -50,8 +63,10 @@ def donate_arguments(mlir: str, func_name: str, donated: Mapping[int, int]) -> t
     """``mlir`` with each donated argument made mutable and overwritten by its result.
 
     Returns the new text and the donations actually applied: a pair is
-    skipped when the result is the argument itself (nothing to write) or has
-    another shape or dtype (IREE cannot alias buffers of different sizes).
+    skipped when the result is the argument itself (nothing to write), has
+    another shape or dtype (IREE cannot alias buffers of different sizes), or
+    when IREE could read the old value after writing the new one (see the
+    module docstring and ``_safe_in_place``).
     """
     if not donated:
         return mlir, {}
@@ -70,6 +85,8 @@ def donate_arguments(mlir: str, func_name: str, donated: Mapping[int, int]) -> t
             arg = block.arguments[a]
             value = results[r]
             if value == arg or str(value.type) != str(arg.type) or not str(arg.type).startswith("!torch.vtensor<"):
+                continue
+            if not _safe_in_place(arg, value, ret):
                 continue
             applied[a] = r
             vtensor = arg.type
@@ -91,6 +108,75 @@ def donate_arguments(mlir: str, func_name: str, donated: Mapping[int, int]) -> t
             ir.FunctionType.get([a.type for a in block.arguments], [v.type for v in kept])
         )
         return module.operation.get_asm(enable_debug_info=True), applied
+
+
+# Ops computed element by element (the operand read at the result's own
+# index when shapes are equal). Anything else between a donated argument and
+# its result (views, reductions, matmuls, gathers, broadcasts) blocks donation.
+_ELEMENTWISE = re.compile(
+    r"^torch\.(?:aten\.(?:add|sub|mul|div|neg|sqrt|rsqrt|reciprocal|exp|log|pow|abs|sign|clamp\w*|maximum|minimum"
+    r"|lerp|addcmul|addcdiv|where|relu|sigmoid|tanh|threshold|gt|ge|lt|le|eq|ne|logical_\w+|bitwise_\w+"
+    r"|to|_to_copy|clone|copy|square|rsub|fill|zeros_like|ones_like|masked_fill)(?:\.\w+)?"
+    r"|prims\.convert_element_type(?:\.\w+)?)$"
+)
+
+
+def _shape(type_text: str) -> str:
+    return type_text.split("<", 1)[-1].split("]", 1)[0]
+
+
+def _safe_in_place(arg, result, ret) -> bool:  # noqa: ANN001 - torch_mlir.ir values and ops
+    """Whether IREE may write ``result`` into ``arg``'s buffer without a later read of the old value.
+
+    Follows the values computed from ``arg`` up to ``result``. Each must be
+    made by an elementwise op of ``arg``'s shape, and used only by ops that
+    ``result`` depends on (an intermediate may also be returned, ``arg``
+    itself may not). Then no dispatch that reads ``arg``, directly or
+    through a fused producer, can run after the one that writes ``result``,
+    and the one that writes it reads each element at its own index.
+    """
+    # Operations (not OpView wrappers): one Python object per op, so sets work.
+    ret = ret.operation
+    ancestors: set = set()
+    stack = [result.owner.operation] if not _is_block_argument(result) else []
+    while stack:
+        op = stack.pop()
+        if op in ancestors:
+            continue
+        ancestors.add(op)
+        for v in op.operands:
+            if not _is_block_argument(v):
+                stack.append(v.owner.operation)
+    shape = _shape(str(arg.type))
+    seen: set = set()
+    frontier = [arg]
+    while frontier:
+        value = frontier.pop()
+        for use in value.uses:
+            op = use.owner.operation
+            if op == ret:
+                if value == arg:
+                    return False  # the old value is itself a result: it must survive
+                continue
+            if op not in ancestors:
+                return False  # read by something the result does not wait for
+            if op in seen:
+                continue
+            seen.add(op)
+            if not _ELEMENTWISE.match(op.name):
+                return False
+            for r in op.results:
+                if _shape(str(r.type)) != shape:
+                    return False
+                if r != result:
+                    frontier.append(r)
+    return True
+
+
+def _is_block_argument(value) -> bool:  # noqa: ANN001
+    from torch_mlir import ir
+
+    return isinstance(value, ir.BlockArgument) or isinstance(value.owner, ir.Block)
 
 
 def _find_func(module, name: str):  # noqa: ANN001, ANN202 - torch_mlir.ir types
