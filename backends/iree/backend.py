@@ -303,7 +303,9 @@ def _shared_donations(views: list, donated: Mapping[int, int]) -> set[int]:
     return out
 
 
-#: Bump when the cached payload's layout changes (old entries then never match).
+#: Bump when the cached payload's layout changes, or when ``donation``'s rule
+#: for which pairs are safe changes (the applied pattern is cached): old
+#: entries then never match.
 _ARTIFACT_FORMAT = "iree-artifact-5"
 
 

@@ -43,8 +43,9 @@ Defaults per target:
   about 2-3 GFLOP/s; a training step's backward pass adds two more
   convolutions per layer, so convolutions were 90% of a small CNN's step.
   Rewritten as im2col + matmul they use the matmul code path: the
-  ``bench/train_step.py`` CNN step graph ran in 30.4 ms before, 11.7 ms
-  after (iree-benchmark-module, one thread; see ``docs/iree-performance.md``).
+  ``bench/train_step.py`` CNN step graph ran in 30.4 ms before, 15.6 ms
+  after (iree-benchmark-module, one local-task worker; see
+  ``docs/iree-performance.md``).
   Graphs without convolutions compile to the same code.
   ``--iree-global-opt-use-im2col-for-convs=false`` turns it off.
 * vulkan-spirv: on Mesa's lavapipe ``--iree-vulkan-target=llvmpipe``. IREE's
