@@ -110,7 +110,15 @@ class BackendImpl(ABC):
 
     @abstractmethod
     def compile(self, computations: Sequence[Any]) -> list[Any]:
-        """Compile computations into executables (one per computation)."""
+        """Compile computations into executables (one per computation).
+
+        A backend with ``supports_donation = True`` also accepts
+        ``donated=[{argument index: result index}, ...]`` (one mapping per
+        computation; indices count device-data arguments and results): the
+        caller promises nothing reads those arguments' buffers after the
+        call, so the executable may write the results into them. Applying
+        only some pairs, or none, is always correct.
+        """
 
     @abstractmethod
     def execute_computation(
@@ -122,6 +130,17 @@ class BackendImpl(ABC):
     def supports_op(self, op: Any) -> bool:
         """Whether ops of this kind can appear in a computation. An op that
         returns False runs eagerly on the CPU (counted as a fallback)."""
+        return True
+
+    #: Whether ``compile`` takes ``donated=`` (buffer donation, lazy_core.donation).
+    #: A backend that sets this must return result buffers that share storage
+    #: with no argument and no other result, because the executor may donate
+    #: any result's buffer in a later step.
+    supports_donation: bool = False
+
+    def can_donate(self, data: BackendData) -> bool:
+        """Whether ``data``'s buffer may be offered for donation (e.g. not one
+        the backend shares between equal constants). Default: yes."""
         return True
 
     def cache_key(self) -> str:

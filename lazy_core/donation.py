@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .ir import DeviceData
+from .ir import DeviceData, TensorMeta
 
 if TYPE_CHECKING:
     from .graph import LazyGraph
@@ -38,27 +38,54 @@ def plan_donations(graph: LazyGraph, live: Iterable[Storage]) -> dict[int, int]:
     Input indices count only the graph's ``DeviceData`` inputs (the order in
     which a backend receives buffers); result indices follow
     ``graph.outputs``. Call only at a full barrier (condition 1 above),
-    after the storages' values were set to the graph's outputs or are still
-    pending: a storage whose value is an input keeps that input alive.
-    Each dead input of a result's shape and dtype is paired with the first
-    such result not yet paired, so the plan is the same for every step that
-    traces the same program.
+    while the storages' values are still the pending outputs: a storage
+    whose value is an input keeps that input alive.
+
+    Pairing: a dead input goes first to the new value of the storage that
+    held it (a parameter's or a moment's update: compilers can write that
+    in place elementwise), then to the first unpaired result of its shape
+    and dtype, so the plan is the same for every step that traces the same
+    program.
     """
+    live = list(live)
     held = {id(s.value.node) for s in live}
-    free: dict[tuple, list[int]] = {}
+    index: dict[int, int] = {}
     k = -1
     for leaf in graph.inputs:
         if not isinstance(leaf, DeviceData):
             continue
         k += 1
-        if leaf.pinned or id(leaf) in held:
-            continue
-        meta = leaf.metas[0]
-        free.setdefault((meta.shape, meta.dtype), []).append(k)
+        if not leaf.pinned and id(leaf) not in held:
+            index[id(leaf)] = k
+    if not index:
+        return {}
+    result_of = {id(out): r for r, out in enumerate(graph.outputs)}
     plan: dict[int, int] = {}
+    taken: set[int] = set()
+    for s in live:
+        prev = s.previous
+        r = result_of.get(id(s.value))
+        if prev is None or r is None or r in taken or id(prev) not in index:
+            continue
+        k = index[id(prev)]
+        if k in plan or not _same_type(prev.metas[0], graph.outputs[r].meta):
+            continue
+        plan[k] = r
+        taken.add(r)
+    free: dict[tuple, list[int]] = {}
+    for leaf in graph.inputs:
+        k = index.get(id(leaf), -1)
+        if k >= 0 and k not in plan:
+            meta = leaf.metas[0]
+            free.setdefault((meta.shape, meta.dtype), []).append(k)
     for r, out in enumerate(graph.outputs):
-        meta = out.meta
-        slots = free.get((meta.shape, meta.dtype))
+        if r in taken:
+            continue
+        slots = free.get((out.meta.shape, out.meta.dtype))
         if slots:
             plan[slots.pop(0)] = r
-    return plan
+    return dict(sorted(plan.items()))
+
+
+def _same_type(a: TensorMeta, b: TensorMeta) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype

@@ -108,6 +108,8 @@ class LazyTensor(torch.Tensor):
             new = record_output(aten.expand.default, (new, list(shape)), {})
             new = record_output(aten.clone.default, (new,), {})
         storage = self._lz_storage
+        if isinstance(storage.value.node, DeviceData):
+            storage.previous = storage.value.node
         if not self._lz_view:
             storage.value = new
             executor().track(storage)

@@ -29,11 +29,14 @@ class Storage:
     """The current value of a base tensor. Live storages with pending values
     are the outputs of the next graph."""
 
-    __slots__ = ("value", "device", "seq", "__weakref__")
+    __slots__ = ("value", "device", "seq", "previous", "__weakref__")
 
     def __init__(self, value: Output, device: int = 0) -> None:
         self.value = value
         self.device = device
+        #: The device-data node this storage held before its pending in-place
+        #: updates: buffer donation pairs it with the new value first.
+        self.previous: object | None = None
         #: Creation order: graph outputs are ordered by it, so the same program
         #: always produces the same output order (and the same graph key).
         self.seq = -1

@@ -35,6 +35,21 @@ def test_updated_parameter_donates_its_old_buffer(eager_backend):
     assert outputs[plan[data.index(old)]] is p._lz_value()
 
 
+def test_each_old_buffer_goes_to_its_own_tensors_new_value_first(eager_backend):
+    t = torch.zeros(3).to("lazy")  # created first: its result comes first
+    a = torch.ones(3).to("lazy")
+    b = torch.full((3,), 2.0).to("lazy")
+    _materialized(t)
+    a_old, b_old = a._lz_value().node, b._lz_value().node
+    t.copy_(a * b)  # t's new value reads both old buffers; t's own old one is dead
+    a.add_(1)
+    b.add_(1)
+    plan, data, outputs = _plan()
+    by_input = {data[i]: outputs[r] for i, r in plan.items()}
+    assert by_input[a_old] is a._lz_value() and by_input[b_old] is b._lz_value()
+    torch.testing.assert_close(t.cpu(), torch.full((3,), 2.0))
+
+
 def test_a_live_tensor_still_holding_the_buffer_blocks_donation(eager_backend):
     x = _materialized(torch.ones(4, 3).to("lazy"))
     y = x * 2  # x stays alive and unchanged: its buffer is still read later
