@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from conftest import use_backend
 
 import lazy_core
 from lazy_core.donation import plan_donations
@@ -78,3 +79,19 @@ def test_a_materialized_view_value_is_pinned(eager_backend):
     cached.pinned = True
     torch.testing.assert_close(y.cpu(), torch.tensor([6.0, 8.0, 10.0]))
     torch.testing.assert_close(row.cpu(), torch.tensor([3.0, 4.0, 5.0]))
+
+
+def test_iree_results_own_their_buffers():
+    """IREE returns folded pass-through results in the argument's buffer; with
+    donation on, a later step may overwrite that buffer, so the backend must
+    hand out a buffer of their own."""
+    backend = use_backend("iree-cpu")
+    assert backend.supports_donation
+    from backends.iree.backend import _buffer_id
+    from lazy_core.async_exec import resolve
+
+    a = _materialized(torch.randn(64).to("lazy"))
+    b, c, d = a.clone(), a * 1.0, a.to(torch.float32, copy=True)
+    _materialized(b)
+    ids = [_buffer_id(resolve(t._lz_value().node.data).handle) for t in (a, b, c, d)]
+    assert len(set(ids)) == 4, ids

@@ -74,7 +74,7 @@ __all__ = ["IreeBackend", "clear_memory_caches", "make_iree_cpu", "make_iree_cud
 class IreeExecutableHandle:
     """What ``compile`` returns: the loaded module plus the graph's result types."""
 
-    __slots__ = ("exe", "result_types", "key", "written_args", "donated")
+    __slots__ = ("exe", "result_types", "key", "written_args", "donated", "shared_results")
 
     def __init__(self, exe: IreeExecutable, result_types: list[tuple[tuple[int, ...], torch.dtype]], key: str,
                  written_args: frozenset[int] = frozenset(), donated: dict[int, int] | None = None):
@@ -85,12 +85,17 @@ class IreeExecutableHandle:
         self.written_args = written_args
         #: argument index -> result index written into that argument's buffer.
         self.donated: dict[int, int] = donated or {}
+        #: Results IREE hands back in an argument's (or an earlier result's)
+        #: buffer, found on the first run; None until then. See execute_computation.
+        self.shared_results: list[int] | None = None
 
 
 class IreeBackend(MlirBackend):
     """``iree-cpu``, ``iree-vulkan`` or ``iree-cuda``, chosen by ``target``."""
 
     lowering_target = "torch"
+    #: compile(..., donated=) writes results into dead argument buffers (donation.py).
+    supports_donation = True
 
     def __init__(
         self,
@@ -282,7 +287,47 @@ class IreeBackend(MlirBackend):
         outs = executable.exe.run(views, n - len(donated))
         if donated:
             outs = results_in_order(outs, views, donated, n)
+        # IREE returns a pass-through result (a clone it folded away, x * 1)
+        # in the argument's own buffer, and equal results in one buffer.
+        # Harmless while buffers are immutable, but the executor may donate
+        # any result's buffer later (supports_donation): then each result
+        # must own its buffer. Which results share is fixed by the compiled
+        # code, so it is found once per executable.
+        if executable.shared_results is None:
+            executable.shared_results = _shared_results(views, outs, set(donated.values()))
+        if executable.shared_results:
+            order = executable.shared_results
+            with metrics.timed("iree_result_copies"):
+                copies = transfer.device_copies(self.runtime_device, [outs[i] for i in order])
+            outs = list(outs)
+            for i, view in zip(order, copies):
+                outs[i] = view
         return [BackendData(v, shape, dtype, device) for v, (shape, dtype) in zip(outs, executable.result_types)]
+
+
+def _buffer_id(view: object) -> str:
+    # The runtime's HalBuffer wrappers are new Python objects per call; the
+    # reference's text names the underlying buffer's address.
+    return repr(view.get_buffer().ref)  # type: ignore[attr-defined]
+
+
+def _shared_results(args: list, outs: list, donated_results: set[int]) -> list[int]:
+    """Indices of results whose buffer is an argument's or an earlier result's.
+
+    Donated results live in their argument's buffer by design (that argument
+    is dead) and are not reported.
+    """
+    seen = {_buffer_id(v) for v in args}
+    shared = []
+    for i, v in enumerate(outs):
+        if i in donated_results:
+            continue
+        bid = _buffer_id(v)
+        if bid in seen:
+            shared.append(i)
+        else:
+            seen.add(bid)
+    return shared
 
 
 def _shared_donations(views: list, donated: Mapping[int, int]) -> set[int]:
