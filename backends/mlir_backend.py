@@ -31,7 +31,7 @@ class MlirBackend(BackendImpl):
         return lowering.lower(computation, self.lowering_target)
 
     def supports_op(self, op: Any) -> bool:
-        return lowering.is_importable(op)
+        return lowering.can_lower(op)
 
     # Host-memory data: subclasses with device memory override both.
     def make_backend_data(self, tensor: torch.Tensor, device: BackendDevice) -> BackendData:

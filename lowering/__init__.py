@@ -7,9 +7,9 @@ from .computation import ArgInfo, Computation, ResultInfo
 from .context import LoweringContext, lower_graph, mlir_context
 from .errors import LoweringError
 from .pipelines import TARGETS, lower, pipeline_for
-from .supported_ops import is_importable
+from .supported_ops import can_lower, is_importable
 
 __all__ = [
-    "ArgInfo", "Computation", "LoweringContext", "LoweringError", "ResultInfo", "TARGETS",
+    "ArgInfo", "Computation", "can_lower", "LoweringContext", "LoweringError", "ResultInfo", "TARGETS",
     "is_importable", "lower", "lower_graph", "mlir_context", "pipeline_for",
 ]

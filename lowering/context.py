@@ -28,7 +28,7 @@ from lazy_core.graph import LazyGraph
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from .computation import ArgInfo, Computation, ResultInfo
-from .decompositions import DECOMPOSED_OPS
+from .decompositions import DECOMPOSED_OPS, canonical_args
 from .decompositions import inline as inline_decomposition
 from .errors import LoweringError
 
@@ -151,7 +151,7 @@ class LoweringContext:
                         if v is not None:
                             self._values[id(node), i] = v
                     continue
-            call = g.call_function(node.op, self._map(node.args), {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)})
+            call = g.call_function(node.op, canonical_args(node, self._map(node.args)), {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)})
             trace = _stack_trace(node)
             if trace:
                 call.meta["stack_trace"] = trace

@@ -1,9 +1,11 @@
-"""ATen ops that torch-mlir imports but cannot lower, replaced by PyTorch's decompositions.
+"""ATen ops torch-mlir cannot lower (or import), replaced by PyTorch's decompositions.
 
 ``native_layer_norm_backward`` and ``embedding_dense_backward`` (every
 transformer's backward pass) have torch-dialect definitions but no lowering
 to linalg, tosa or stablehlo, and torch-mlir's own decompose pass leaves
-them whole. torch-mlir's FX route decomposes such ops in Python before
+them whole; ``select_backward`` and ``slice_backward`` have no torch-dialect
+definition at all. ``supported_ops.can_lower`` counts every op listed here
+as supported, so the tracer records it instead of running it eagerly. torch-mlir's FX route decomposes such ops in Python before
 import; the lowering context does the same per node: the op's entry in
 ``torch._decomp`` is traced with ``make_fx`` on fake tensors of the node's
 operand shapes and the resulting ops are inlined in its place, carrying the
@@ -28,6 +30,14 @@ DECOMPOSED_OPS = (
     aten.embedding_dense_backward.default,
     aten.native_batch_norm_backward.default,
     aten.squeeze.dims,
+    # The backward of a view that picks part of a tensor (``x[:, 0]`` in
+    # BERT's pooler, ``logits[..., :-1, :]`` in a causal LM loss): no
+    # torch-dialect definition at all, so without a decomposition the tracer
+    # ran them eagerly and split every training step in two graphs. Each is
+    # zeros plus a ``*_scatter``, which torch-mlir lowers (not
+    # ``diagonal_backward``: torch-mlir cannot lower ``diagonal_scatter``).
+    aten.select_backward.default,
+    aten.slice_backward.default,
 )
 
 
@@ -55,12 +65,40 @@ def _embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, 
     return aten.index_put(out, [flat], grad, True)
 
 
+def _select_backward(grad_output: torch.Tensor, input_sizes: list[int], dim: int, index: int) -> torch.Tensor:
+    """``grad_output`` written into zeros at ``index`` along ``dim``, both made
+    non-negative first: IREE gets ``select_scatter`` with a negative index
+    (``x[..., -1]``) wrong, and the shapes are static, so it costs nothing."""
+    dim = dim % len(input_sizes)
+    index = index % input_sizes[dim]
+    return aten.select_scatter(grad_output.new_zeros(input_sizes), grad_output, dim, index)
+
+
+def canonical_args(node: Node, args: tuple) -> tuple:
+    """``args`` of ``node`` with constants the compilers mishandle made canonical.
+
+    IREE miscompiles ``select_scatter`` with a negative index (the in-place
+    update ``x[-1].add_(1)`` records one: it wrote the wrong row). Shapes are
+    static, so the index is made non-negative here, before import.
+    """
+    if node.op is aten.select_scatter.default and len(args) >= 4:
+        base, dim, index = node.args[0], args[2], args[3]
+        if isinstance(dim, int) and isinstance(index, int) and isinstance(base, Output):
+            shape = base.meta.shape
+            dim = dim % max(len(shape), 1)
+            if index < 0 and shape:
+                index += shape[dim]
+            args = (*args[:2], dim, index, *args[4:])
+    return args
+
+
 def _table() -> dict[Any, Callable]:
     from torch._decomp import get_decompositions
 
     table = get_decompositions(list(DECOMPOSED_OPS))
     table[aten.embedding_dense_backward.default] = _embedding_dense_backward
     table[aten.squeeze.dims] = _squeeze_dims
+    table[aten.select_backward.default] = _select_backward
     return table
 
 

@@ -2,7 +2,9 @@
 
 The importer maps ``aten.foo.overload`` to ``torch.aten.foo.overload`` (or
 ``torch.aten.foo``); an op without such a definition cannot be imported at
-all, so the executor must run it eagerly instead of failing the whole graph.
+all, so the executor must run it eagerly instead of failing the whole graph,
+unless the lowering context replaces it by a decomposition before import
+(``can_lower``).
 """
 
 from __future__ import annotations
@@ -50,3 +52,18 @@ def _is_importable(op: Any) -> bool:
     if ns != "aten":
         return ns == "prims"
     return _importable(packet, schema.overload_name)
+
+
+def can_lower(op: Any) -> bool:
+    """Whether a graph holding ``op`` can be lowered: the torch dialect defines
+    it, or the lowering context decomposes it before import
+    (``decompositions.DECOMPOSED_OPS``). What backends answer in ``supports_op``."""
+    known = _lowerable.get(op)
+    if known is None:
+        from .decompositions import DECOMPOSED_OPS
+
+        known = _lowerable[op] = op in DECOMPOSED_OPS or is_importable(op)
+    return known
+
+
+_lowerable: dict[Any, bool] = {}
