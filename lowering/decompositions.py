@@ -38,6 +38,9 @@ DECOMPOSED_OPS = (
     # ``diagonal_backward``: torch-mlir cannot lower ``diagonal_scatter``).
     aten.select_backward.default,
     aten.slice_backward.default,
+    # Imported, but torch-mlir lowers it to neither linalg nor IREE, so every
+    # graph holding it failed to compile and ran op by op on the CPU.
+    aten.avg_pool2d_backward.default,
 )
 
 
@@ -74,6 +77,54 @@ def _select_backward(grad_output: torch.Tensor, input_sizes: list[int], dim: int
     return aten.select_scatter(grad_output.new_zeros(input_sizes), grad_output, dim, index)
 
 
+def _pair(v: list[int] | int) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+
+def _window_sizes(out: int, size: int, kernel: int, stride: int, pad: int, include_pad: bool,
+                  like: torch.Tensor) -> torch.Tensor:
+    """How many elements each of ``out`` windows along one dimension divides by
+    (PyTorch's avg_pool2d rule), built from ``arange`` so it traces without
+    tensor constants; the compiler folds it to a constant."""
+    start = torch.arange(out, dtype=torch.int64, device=like.device) * stride - pad
+    end = (start + kernel).clamp(max=size + pad)
+    if include_pad:
+        return end - start
+    return end.clamp(max=size) - start.clamp(min=0)
+
+
+def _avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor, kernel_size: list[int], stride: list[int],
+                         padding: list[int], ceil_mode: bool, count_include_pad: bool,
+                         divisor_override: int | None) -> torch.Tensor:
+    """The transpose of average pooling: each output gradient, divided by its
+    window's divisor, is spread over its window by a stride-``s`` transposed
+    convolution with a ones kernel (one channel, batch and channels folded
+    together), then the padding is cropped off. ``ceil_mode`` needs nothing
+    extra: the output size already says how many windows there are."""
+    kh, kw = _pair(kernel_size)
+    sh, sw = _pair(stride) if stride else (kh, kw)
+    ph, pw = _pair(padding)
+    *lead, height, width = x.shape
+    oh, ow = grad_output.shape[-2:]
+    if divisor_override:
+        grad = grad_output / divisor_override
+    else:
+        dh = _window_sizes(oh, height, kh, sh, ph, count_include_pad, grad_output)
+        dw = _window_sizes(ow, width, kw, sw, pw, count_include_pad, grad_output)
+        grad = grad_output / (dh.unsqueeze(1) * dw.unsqueeze(0)).to(grad_output.dtype)
+    flat = grad.reshape(-1, 1, oh, ow)
+    ones = grad_output.new_ones((1, 1, kh, kw))
+    canvas = torch.nn.functional.conv_transpose2d(flat, ones, stride=(sh, sw))
+    # The canvas covers the padded input from its top-left corner; windows may
+    # stop short of its bottom-right (floor mode), which then gets no gradient.
+    short_h = max(0, ph + height - canvas.shape[-2])
+    short_w = max(0, pw + width - canvas.shape[-1])
+    if short_h or short_w:
+        canvas = aten.constant_pad_nd(canvas, [0, short_w, 0, short_h], 0.0)
+    out = canvas[:, :, ph:ph + height, pw:pw + width]
+    return out.reshape(*lead, height, width)
+
+
 def canonical_args(node: Node, args: tuple) -> tuple:
     """``args`` of ``node`` with constants the compilers mishandle made canonical.
 
@@ -99,6 +150,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.embedding_dense_backward.default] = _embedding_dense_backward
     table[aten.squeeze.dims] = _squeeze_dims
     table[aten.select_backward.default] = _select_backward
+    table[aten.avg_pool2d_backward.default] = _avg_pool2d_backward
     return table
 
 

@@ -269,3 +269,27 @@ def test_view_backward_ops_are_decomposed_not_run_eagerly(backend):
     torch.testing.assert_close(x.grad.cpu(), ref.grad)
     assert not any(k.startswith("fallback::") for k in metrics.counters()), metrics.counters()
     assert metrics.counter("execute") == 1
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=2),
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+        dict(kernel_size=3, stride=2, ceil_mode=True),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        dict(kernel_size=(2, 3), stride=(1, 2), divisor_override=5),
+    ],
+    ids=["k2", "k3s2p1", "no-pad-count", "ceil", "ceil-no-pad-count", "override"],
+)
+def test_avg_pool2d_backward_is_decomposed(backend, kw):
+    """avg_pool2d_backward has no torch-mlir lowering: the lowering decomposes it
+    (window divisors, transposed convolution, crop), so the graph compiles."""
+    x0 = torch.randn(2, 3, 9, 8)
+    ref = x0.clone().requires_grad_()
+    torch.nn.functional.avg_pool2d(ref, **kw).exp().sum().backward()
+    x = lazy(x0).requires_grad_()
+    torch.nn.functional.avg_pool2d(x, **kw).exp().sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), ref.grad)
+    assert not any(k.startswith("fallback::") for k in metrics.counters()), metrics.counters()
