@@ -19,7 +19,9 @@ Safety:
   deleted and reported as a miss: the caller recompiles, never runs bad code.
 
 Counters: ``disk_cache_hit``, ``disk_cache_miss``, ``disk_cache_corrupt``,
-``disk_cache_write`` and ``disk_cache_write_error``.
+``disk_cache_write`` and ``disk_cache_write_error`` (``counters`` names
+another prefix, e.g. ``graph_cache`` for ``MlirBackend``'s graph-keyed
+entries, so each cache level can be told apart).
 """
 
 from __future__ import annotations
@@ -51,8 +53,10 @@ def enabled_by_env() -> bool:
 class DiskCache:
     """Bytes on disk under content keys. ``get`` never raises for a bad entry."""
 
-    def __init__(self, namespace: str, directory: str | None = None, enabled: bool | None = None) -> None:
+    def __init__(self, namespace: str, directory: str | None = None, enabled: bool | None = None,
+                 counters: str = "disk_cache") -> None:
         self.namespace = namespace
+        self.counters = counters
         self.root = directory or default_dir()
         self.directory = os.path.join(self.root, namespace)
         self.enabled = enabled_by_env() if enabled is None else enabled
@@ -79,18 +83,18 @@ class DiskCache:
             with open(path, "rb") as f:
                 blob = f.read()
         except OSError:
-            metrics.counter_add("disk_cache_miss")
+            metrics.counter_add(f"{self.counters}_miss")
             return None
         payload = _unpack(blob)
         if payload is None:
-            metrics.counter_add("disk_cache_corrupt")
-            metrics.counter_add("disk_cache_miss")
+            metrics.counter_add(f"{self.counters}_corrupt")
+            metrics.counter_add(f"{self.counters}_miss")
             try:
                 os.remove(path)
             except OSError:
                 pass
             return None
-        metrics.counter_add("disk_cache_hit")
+        metrics.counter_add(f"{self.counters}_hit")
         return payload
 
     def put(self, key: str, payload: bytes) -> bool:
@@ -109,7 +113,7 @@ class DiskCache:
             os.replace(tmp, path)
             tmp = None
         except OSError:
-            metrics.counter_add("disk_cache_write_error")
+            metrics.counter_add(f"{self.counters}_write_error")
             return False
         finally:
             if tmp is not None:
@@ -117,7 +121,7 @@ class DiskCache:
                     os.remove(tmp)
                 except OSError:
                     pass
-        metrics.counter_add("disk_cache_write")
+        metrics.counter_add(f"{self.counters}_write")
         return True
 
     def clear(self) -> None:

@@ -27,7 +27,7 @@ import lowering
 from lazy_core.backend import BackendData, BackendDevice, CompileError
 from lazy_core.graph import LazyGraph
 
-from .mlir_backend import MlirBackend
+from .mlir_backend import MlirBackend, text_digest
 
 _CONSUME_PREFIX = "refbackend_consume_func_return_"
 
@@ -210,11 +210,38 @@ class ReferenceBackend(MlirBackend):
                 )
             linalg = self.lower_to_target(comp)
             llvm = lowering.pipelines.run_pipeline(linalg, _refback_pipeline(self.runtime_checks), "llvm")
-            exe = ReferenceExecutable(llvm.module, comp.func_name, self.opt_level, len(comp.results))
-            exe.result_dtypes = [r.logical_dtype or r.dtype for r in comp.results]  # type: ignore[attr-defined]
-            exe.arg_dtypes = [a.dtype for a in comp.args]  # type: ignore[attr-defined]
-            out.append(exe)
+            out.append(self._executable(llvm.module, comp))
         return out
+
+    def _executable(self, llvm_module: Any, comp: lowering.Computation) -> ReferenceExecutable:
+        exe = ReferenceExecutable(llvm_module, comp.func_name, self.opt_level, len(comp.results))
+        exe.result_dtypes = [r.logical_dtype or r.dtype for r in comp.results]  # type: ignore[attr-defined]
+        exe.arg_dtypes = [a.dtype for a in comp.args]  # type: ignore[attr-defined]
+        # Kept for executable_to_bytes: the graph cache stores this LLVM-dialect module.
+        exe.llvm_module = llvm_module  # type: ignore[attr-defined]
+        return exe
+
+    # -- the graph cache (MlirBackend): the LLVM-dialect module, as bytecode --------------
+    # A hit skips the FX build, the import and every torch-mlir pipeline; only
+    # the ExecutionEngine's LLVM JIT runs again (it has no object cache).
+    def persistent_key(self) -> str:
+        return f"{self.cache_key()}|{text_digest(_refback_pipeline(self.runtime_checks))}"
+
+    def executable_to_bytes(self, computation: lowering.Computation, executable: Any) -> bytes | None:
+        import io
+
+        module = getattr(executable, "llvm_module", None)
+        if module is None:
+            return None
+        buf = io.BytesIO()
+        module.operation.write_bytecode(buf)
+        return buf.getvalue()
+
+    def executable_from_bytes(self, payload: bytes, computation: lowering.Computation) -> ReferenceExecutable:
+        from torch_mlir import ir
+
+        module = ir.Module.parse(payload, context=lowering.mlir_context())
+        return self._executable(module, computation)
 
     def execute_computation(
         self, executable: Any, arguments: Sequence[BackendData], device: BackendDevice

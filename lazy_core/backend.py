@@ -126,6 +126,23 @@ class BackendImpl(ABC):
     ) -> list[BackendData]:
         """Run an executable on ``arguments``; one BackendData per graph output."""
 
+    # -- persistent executables (optional) ----------------------------------------
+    def load_executable(self, graph: LazyGraph) -> tuple[Any, Any] | None:
+        """``(executable, computation)`` for ``graph`` from a cache that outlives the
+        process, found by ``graph.stable_hash`` alone, or None.
+
+        The executor asks this before ``lower``: a hit skips lowering and
+        compiling, which is what makes a second run's first step cheap. The
+        computation must answer what the executor, dumps and diagnostics read
+        (``func_name``, ``args``, ``results``, ``mlir``). Never raise for a bad
+        entry: report a miss. Default: no such cache.
+        """
+        return None
+
+    def store_executable(self, graph: LazyGraph, computation: Any, executable: Any) -> None:
+        """Keep what ``compile`` made of ``graph`` for ``load_executable`` in a later
+        process. Called after each successful compile; must not raise. Default: nothing."""
+
     # -- capabilities ------------------------------------------------------------
     def supports_op(self, op: Any) -> bool:
         """Whether ops of this kind can appear in a computation. An op that

@@ -294,11 +294,22 @@ class GraphExecutor:
 
     def _compile(self, backend: BackendImpl, graph: LazyGraph) -> _CacheEntry:
         try:
+            # A persistent cache keyed on the graph's stable hash answers before
+            # any lowering: a second process gets its executables for the cost
+            # of hashing the graph and reading a file.
+            with metrics.timed("load_executable"):
+                hit = backend.load_executable(graph)
+            if hit is not None:
+                executable, computation = hit
+                metrics.counter_add("compile")
+                return _CacheEntry(executable, computation, False, graph.name)
             with metrics.timed("lower"):
                 computation = backend.lower(graph)
             with metrics.timed("compile"):
                 [executable] = backend.compile([computation])
             metrics.counter_add("compile")
+            with metrics.timed("store_executable"):
+                backend.store_executable(graph, computation, executable)
             return _CacheEntry(executable, computation, False, graph.name)
         except Exception as e:
             if _strict():

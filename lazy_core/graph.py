@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from .ir import DeviceData, Node, Output, ScalarParam
+import torch
+
+from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
 
 
 class GraphKey:
@@ -57,18 +59,25 @@ class LazyGraph:
 
     @property
     def stable_hash(self) -> str:
-        """A hash that is the same in every process (names the MLIR function)."""
+        """A hash that is the same in every process: it names the MLIR function
+        and keys the backends' on-disk caches, so it must cover everything that
+        decides the lowered code: each leaf's kind and type (a scalar
+        parameter's type, never its value), each op's name, constants, result
+        types and operand wiring (operands are written where they appear, as
+        ``%position#index``), and the output list. Locations are left out:
+        an edited script whose lines moved keeps its compiled code.
+
+        Computed on in-memory cache misses only (a cold or warm compile).
+        """
         if self._stable is None:
-            h = hashlib.sha1()
-            for node in self.inputs:
-                meta = node.metas[0]
-                h.update(f"in {node.op} {meta.shape} {meta.dtype};".encode())
+            pos = self.positions
+            parts = [f"in {node.op} {_meta_text(node.metas[0])};" for node in self.inputs]
             for node in self.nodes:
-                ops = [(self.positions[id(o.node)], o.index) for o in node.operands]
-                h.update(f"{node.name} {_stable_args(node)} {ops} {node.metas};".encode())
-            outs = [(self.positions[id(o.node)], o.index) for o in self.outputs]
-            h.update(f"out {outs}".encode())
-            self._stable = h.hexdigest()[:16]
+                parts.append(f"{node.name}({_stable_value(node.args, pos)}|"
+                             f"{_stable_value(sorted(node.kwargs.items()), pos)})->"
+                             f"{','.join(_meta_text(m) for m in node.metas)};")
+            parts.append("out " + ",".join(f"{pos[id(o.node)]}#{o.index}" for o in self.outputs))
+            self._stable = hashlib.sha1("".join(parts).encode()).hexdigest()[:16]
         return self._stable
 
     @property
@@ -82,15 +91,34 @@ class LazyGraph:
         return [n for n in self.inputs if isinstance(n, DeviceData)]
 
 
-def _stable_args(node: Node) -> str:
-    def fmt(x: object) -> str:
-        if isinstance(x, Output):
-            return "%"
-        if isinstance(x, list | tuple):
-            return "[" + ",".join(fmt(v) for v in x) + "]"
-        return repr(x)
+_meta_texts: dict[TensorMeta, str] = {}
 
-    return fmt(node.args) + fmt(sorted(node.kwargs.items()))
+
+def _meta_text(meta: TensorMeta | None) -> str:
+    """``shape dtype stride`` (memoized: graphs repeat a few types, and a
+    dataclass repr per value was most of the hash's cost)."""
+    if meta is None:
+        return "-"
+    text = _meta_texts.get(meta)
+    if text is None:
+        text = f"{meta.shape}{meta.dtype}{meta.stride}"
+        if len(_meta_texts) < 65536:
+            _meta_texts[meta] = text
+    return text
+
+
+def _stable_value(x: object, pos: dict[int, int]) -> str:
+    """A constant (or operand reference) as process-independent text."""
+    if isinstance(x, Output):
+        return f"%{pos[id(x.node)]}#{x.index}"
+    if isinstance(x, list | tuple):
+        return "[" + ",".join(_stable_value(v, pos) for v in x) + "]"
+    if isinstance(x, torch.Tensor):
+        # repr() elides the middle of large tensors: hash every byte instead.
+        flat = x.detach().cpu().contiguous().reshape(-1)
+        digest = hashlib.sha1(flat.view(torch.uint8).numpy().tobytes()).hexdigest() if flat.numel() else "0"
+        return f"tensor({x.dtype},{tuple(x.shape)},{digest})"
+    return repr(x)
 
 
 def build_graph(outputs: list[Output]) -> LazyGraph:

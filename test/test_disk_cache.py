@@ -92,6 +92,8 @@ def test_unwritable_directory_is_not_fatal(tmp_path) -> None:
 
 
 def test_corrupt_executable_is_recompiled_and_correct(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Both levels (the graph-keyed entry and IREE's MLIR-keyed vmfb) detect a
+    flipped bit, drop the entry and recompile; the rewritten entries are good."""
     monkeypatch.setenv("LAZY_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("LAZY_STRICT", "1")
     x, w = torch.randn(5, 7), torch.randn(7, 3)
@@ -104,19 +106,24 @@ def test_corrupt_executable_is_recompiled_and_correct(monkeypatch: pytest.Monkey
     ref = (x @ w).sigmoid() * 3
     torch.testing.assert_close(run(), ref)
     assert metrics.counter("iree_compile") == 1 and metrics.counter("disk_cache_write") == 1
+    assert metrics.counter("graph_cache_write") == 1
     torch.testing.assert_close(run(), ref)
-    assert metrics.counter("iree_compile") == 0 and metrics.counter("disk_cache_hit") == 1
-    entries = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs]
-    assert len(entries) == 1
-    with open(entries[0], "r+b") as f:  # a bit flips inside the executable
-        f.seek(os.path.getsize(entries[0]) // 2)
-        byte = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0x01]))
+    # The graph-keyed entry answers: no lowering, no read of the MLIR-keyed one.
+    assert metrics.counter("iree_compile") == 0 and metrics.counter("graph_cache_hit") == 1
+    assert "lower" not in metrics.timers() and metrics.counter("disk_cache_hit") == 0
+    entries = sorted(os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs)
+    assert sorted(os.path.relpath(e, tmp_path).split(os.sep)[0] for e in entries) == ["graphs", "iree"]
+    for entry in entries:  # a bit flips inside each
+        with open(entry, "r+b") as f:
+            f.seek(os.path.getsize(entry) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x01]))
     torch.testing.assert_close(run(), ref)
-    assert metrics.counter("disk_cache_corrupt") == 1 and metrics.counter("iree_compile") == 1
-    torch.testing.assert_close(run(), ref)  # and the rewritten entry is good again
-    assert metrics.counter("disk_cache_hit") == 1 and metrics.counter("iree_compile") == 0
+    assert metrics.counter("graph_cache_corrupt") == 1 and metrics.counter("disk_cache_corrupt") == 1
+    assert metrics.counter("iree_compile") == 1
+    torch.testing.assert_close(run(), ref)  # and the rewritten entries are good again
+    assert metrics.counter("graph_cache_hit") == 1 and metrics.counter("iree_compile") == 0
 
 
 def test_cache_key_ignores_source_lines(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -141,28 +148,44 @@ _SCRIPT = textwrap.dedent(
     sys.path.insert(0, {root!r})
     import lazy_core
     from lazy_core import metrics
-    lazy_core.init("iree-cpu")
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 3)).to("lazy")
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    g = torch.Generator().manual_seed(1)
-    for step in range(4):
-        x, y = torch.randn(5, 6, generator=g), torch.randn(5, 3, generator=g)
-        loss = ((model(x.to("lazy")) - y.to("lazy")) ** 2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        lazy_core.mark_step()
-    out = dict(loss=loss.item(), **{{k: metrics.counter(k) for k in
-               ("iree_compile", "disk_cache_hit", "disk_cache_miss", "fallback::compile_error")}})
+
+    def train(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 3)).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        losses = []
+        for step in range(4):
+            x, y = torch.randn(5, 6, generator=g), torch.randn(5, 3, generator=g)
+            loss = ((model(x.to(device))[:, 0] - y.to(device)[:, 1]) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if device == "lazy":
+                lazy_core.mark_step()
+            losses.append(loss)
+        return [float(v.item()) for v in losses], [p.detach().cpu() for p in model.parameters()]
+
+    lazy_core.init({backend!r})
+    losses, params = train("lazy")
+    ref_losses, ref_params = train("cpu")
+    out = dict(losses=losses, ref_losses=ref_losses,
+               max_param_diff=max(float((a - b).abs().max()) for a, b in zip(params, ref_params)),
+               lowerings=metrics.timers().get("lower", {{}}).get("count", 0),
+               **{{k: metrics.counter(k) for k in
+                  ("iree_compile", "disk_cache_hit", "disk_cache_miss", "graph_cache_hit", "graph_cache_miss",
+                   "cache_miss", "fallback::compile_error")}})
     print("RESULT" + json.dumps(out))
     """
 )
 
 
-def test_second_process_compiles_nothing(tmp_path) -> None:
+@pytest.mark.parametrize("backend_name", ["reference", "iree-cpu"])
+def test_second_process_lowers_and_compiles_nothing(tmp_path, backend_name: str) -> None:
+    """A second process with the same cache folder finds every graph by its
+    stable hash: no lowering, no compiler, and results equal eager PyTorch's."""
     script = tmp_path / "train.py"
-    script.write_text(_SCRIPT.format(root=ROOT))
+    script.write_text(_SCRIPT.format(root=ROOT, backend=backend_name))
     env = dict(os.environ, LAZY_CACHE_DIR=str(tmp_path / "cache"), LAZY_STRICT="1")
     env.pop("LAZY_DISK_CACHE", None)
     results = []
@@ -172,8 +195,12 @@ def test_second_process_compiles_nothing(tmp_path) -> None:
         line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
         results.append(json.loads(line[len("RESULT"):]))
     first, second = results
-    assert first["iree_compile"] >= 1 and first["disk_cache_miss"] >= 1
-    assert second["iree_compile"] == 0 and second["disk_cache_miss"] == 0
-    assert second["disk_cache_hit"] == first["disk_cache_miss"]
+    assert first["lowerings"] == first["cache_miss"] >= 1 and first["graph_cache_miss"] == first["cache_miss"]
+    assert second["lowerings"] == 0
+    assert second["graph_cache_hit"] == second["cache_miss"] == first["cache_miss"]
+    assert second["graph_cache_miss"] == 0 and second["iree_compile"] == 0 and second["disk_cache_miss"] == 0
     assert first["fallback::compile_error"] == second["fallback::compile_error"] == 0
-    assert second["loss"] == first["loss"]
+    for r in results:
+        torch.testing.assert_close(r["losses"], r["ref_losses"], rtol=1e-5, atol=1e-6)
+        assert r["max_param_diff"] < 1e-5
+    assert second["losses"] == first["losses"]

@@ -255,7 +255,11 @@ class IreeBackend(MlirBackend):
     ) -> IreeExecutableHandle:
         donated = normalize(donated, len(computation.args), len(computation.results))
         key = self.compile_key(computation, donated)
-        vmfb, written, applied = self._artifact(computation, donated)
+        return self._load(key, self._artifact(computation, donated), computation)
+
+    def _load(self, key: str, artifact: tuple[bytes, frozenset[int], dict[int, int]],
+              computation: lowering.Computation) -> IreeExecutableHandle:
+        vmfb, written, applied = artifact
         uri = self.config.device_uri
         exe = memo_get(exe_memo, (uri, key))
         if exe is None or exe.func_name != computation.func_name:
@@ -267,6 +271,24 @@ class IreeBackend(MlirBackend):
         if applied:
             metrics.counter_add("iree_donating_graphs")
         return IreeExecutableHandle(exe, results, key, written, applied)
+
+    # -- the graph cache (MlirBackend): a second process skips lowering too -------------
+    def executable_to_bytes(self, computation: lowering.Computation,
+                            executable: IreeExecutableHandle) -> bytes | None:
+        """The compile key and the artifact (vmfb, written arguments) ``compile`` made.
+
+        Not for an executable compiled with donations: the graph alone does
+        not say which buffers were donated, so it could not be found again."""
+        artifact = memo_get(vmfb_memo, executable.key)
+        if artifact is None or executable.donated:
+            return None
+        return executable.key.encode() + b"\n" + _pack_artifact(*artifact)
+
+    def executable_from_bytes(self, payload: bytes, computation: lowering.Computation) -> IreeExecutableHandle:
+        key, _, packed = payload.partition(b"\n")
+        artifact = _unpack_artifact(packed)
+        memo_put(vmfb_memo, key.decode(), artifact)
+        return self._load(key.decode(), artifact, computation)
 
     # -- execute ------------------------------------------------------------------------
     def execute_computation(
