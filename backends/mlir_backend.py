@@ -90,9 +90,13 @@ class MlirBackend(BackendImpl):
 
     def graph_key(self, graph: LazyGraph) -> str:
         """The graph-cache key: the graph's stable hash, this backend's
-        ``persistent_key`` and the lowering's version (``lowering.version_key``)."""
-        return DiskCache.key(_GRAPH_ENTRY_FORMAT, graph.stable_hash, self.name, self.persistent_key(),
-                             lowering.version_key())
+        ``persistent_key``, the lowering's version (``lowering.version_key``)
+        and the graph's source locations: the entry's MLIR text carries them
+        for dumps and diagnostics. (A script whose lines moved lowers again
+        but still finds its compiled code in a backend's MLIR-keyed cache,
+        as IREE's is, which leaves locations out.)"""
+        return DiskCache.key(_GRAPH_ENTRY_FORMAT, graph.stable_hash, graph.locations_hash, self.name,
+                             self.persistent_key(), lowering.version_key())
 
     def load_executable(self, graph: LazyGraph) -> tuple[Any, lowering.Computation] | None:
         cache = self.graph_cache()

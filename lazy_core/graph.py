@@ -81,6 +81,18 @@ class LazyGraph:
         return self._stable
 
     @property
+    def locations_hash(self) -> str:
+        """A process-independent hash of every node's source location (file,
+        line, function), which ``stable_hash`` leaves out. A cache that hands
+        back a computation's MLIR text adds it to its key, so the ``loc(...)``
+        that dumps and diagnostics show are this run's lines, never stale."""
+        parts = []
+        for node in (*self.inputs, *self.nodes):
+            loc = node.location
+            parts.append("-" if loc is None else f"{loc.filename}:{loc.line}:{loc.function}")
+        return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+    @property
     def name(self) -> str:
         return f"lazy_graph_{self.stable_hash}"
 
