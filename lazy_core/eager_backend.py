@@ -16,14 +16,23 @@ import torch
 
 from .backend import BackendData, BackendDevice, BackendImpl
 from .graph import LazyGraph
-from .ir import Output, ScalarParam
+from .ir import Output
 
 
 def interpret(graph: LazyGraph, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Evaluate ``graph`` on CPU tensors ``args`` (one per ``graph.inputs``)."""
+    """Evaluate ``graph`` on CPU tensors ``args``, laid out as every backend
+    receives them (``graph.argument_layout``: device data, then scalar packs)."""
+    layout = graph.argument_layout
+    packs = layout.packs()
+    n = len(layout.device_data)
+    if len(args) != n + len(packs):
+        raise ValueError(f"graph {graph.name} takes {n + len(packs)} arguments, got {len(args)}")
     env: dict[int, Any] = {}
-    for node, value in zip(graph.inputs, args, strict=True):
-        env[id(node)] = (value.item() if isinstance(node, ScalarParam) else value,)
+    for i, value in zip(layout.device_data, args):
+        env[id(graph.inputs[i])] = (value,)
+    for (_, indices), pack in zip(packs, args[n:]):
+        for i, value in zip(indices, pack.tolist(), strict=True):
+            env[id(graph.inputs[i])] = (value,)
 
     def sub(x: Any) -> Any:
         if isinstance(x, Output):

@@ -27,7 +27,7 @@ import torch
 from . import metrics, source_location
 from .async_exec import PendingBatch, Worker, enabled_by_default, resolve
 from .backend import BackendImpl, CompileError
-from .graph import LazyGraph, build_graph
+from .graph import ArgumentLayout, LazyGraph, build_graph
 from .ir import DeviceData, Output, ScalarParam
 from .registry import active_backend
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 class _CacheEntry:
-    __slots__ = ("executable", "computation", "eager", "graph_name", "error")
+    __slots__ = ("executable", "computation", "eager", "graph_name", "error", "layout")
 
     def __init__(self, executable: Any, computation: Any, eager: bool, graph_name: str, error: str | None = None):
         self.executable = executable
@@ -45,6 +45,8 @@ class _CacheEntry:
         self.eager = eager
         self.graph_name = graph_name
         self.error = error
+        #: The graph's argument layout (the same for every graph with this key).
+        self.layout: ArgumentLayout | None = None
 
 
 def _strict() -> bool:
@@ -232,13 +234,12 @@ class GraphExecutor:
             metrics.counter_add("cache_hit")
             self._cache.move_to_end(graph.key)
         device = backend.default_device()
-        args: list[Any] = []
-        for leaf in graph.inputs:
-            if isinstance(leaf, DeviceData):
-                args.append(leaf.data)
-            else:
-                assert isinstance(leaf, ScalarParam)
-                args.append((leaf.value, leaf.metas[0].dtype))
+        # Device data in order, then the scalar parameters packed into one
+        # float64 and one int64 tensor (graph.ArgumentLayout): two small
+        # uploads per step instead of one per scalar.
+        if entry.layout is None:
+            entry.layout = graph.argument_layout
+        data_args, packs = entry.layout.arguments(graph.inputs)
         metrics.counter_add("execute")
         metrics.counter_add("graph_nodes", len(graph.nodes))
         self._last = entry.computation
@@ -247,10 +248,8 @@ class GraphExecutor:
 
         def run() -> list[Any]:
             # On the worker thread: wait for inputs still being computed, run.
-            real = [
-                backend.make_backend_data(torch.tensor(a[0], dtype=a[1]), device) if isinstance(a, tuple) else resolve(a)
-                for a in args
-            ]
+            real = [resolve(a) for a in data_args]
+            real += [backend.make_backend_data(torch.tensor(values, dtype=dtype), device) for values, dtype in packs]
             with metrics.timed("execute"):
                 if entry.eager:
                     results = self._run_eager(backend, graph, real, device)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -41,13 +42,63 @@ class GraphKey:
         return f"GraphKey({self._hash:#x})"
 
 
+@dataclass(frozen=True)
+class ArgumentLayout:
+    """How a graph's leaves become a computation's arguments, for every backend.
+
+    Device data are arguments in ``graph.inputs`` order. Scalar parameters
+    are not one 0-d tensor each: all float ones travel in one 1-D float64
+    tensor and all int ones in one 1-D int64 tensor (each only if present),
+    as the last arguments, and the computation reads element ``i`` back. A
+    step with AdamW has hundreds of scalars (every bias correction and
+    learning rate): one tensor each cost a host tensor, a device upload and
+    an argument per scalar every step, and hit runtime limits on argument
+    counts. The layout follows from the graph's structure alone, so graphs
+    with the same key share it, and a new value never recompiles.
+    """
+
+    #: Indices into ``graph.inputs`` of the device-data arguments, in order.
+    device_data: tuple[int, ...]
+    #: Indices into ``graph.inputs`` of float scalars, in their pack's order.
+    float_scalars: tuple[int, ...]
+    #: Indices into ``graph.inputs`` of int scalars, in their pack's order.
+    int_scalars: tuple[int, ...]
+
+    def packs(self) -> list[tuple[torch.dtype, tuple[int, ...]]]:
+        """``(dtype, input indices)`` of each scalar pack present, in argument order."""
+        out = []
+        if self.float_scalars:
+            out.append((torch.float64, self.float_scalars))
+        if self.int_scalars:
+            out.append((torch.int64, self.int_scalars))
+        return out
+
+    def arguments(self, inputs: list[Node]) -> tuple[list[Any], list[tuple[list[int | float], torch.dtype]]]:
+        """The device data (``BackendData`` or placeholders) and the scalar packs'
+        ``(values, dtype)`` of a graph with this layout whose leaves are ``inputs``."""
+        data = [inputs[i].data for i in self.device_data]  # type: ignore[attr-defined]
+        packs = [([inputs[i].value for i in idx], dtype) for dtype, idx in self.packs()]  # type: ignore[attr-defined]
+        return data, packs
+
+    @staticmethod
+    def of(inputs: list[Node]) -> ArgumentLayout:
+        data, floats, ints = [], [], []
+        for i, leaf in enumerate(inputs):
+            if isinstance(leaf, ScalarParam):
+                (floats if leaf.metas[0].dtype.is_floating_point else ints).append(i)
+            else:
+                data.append(i)
+        return ArgumentLayout(tuple(data), tuple(floats), tuple(ints))
+
+
 @dataclass
 class LazyGraph:
     """What a backend's ``lower`` receives."""
 
     #: Non-leaf nodes in execution (post-)order.
     nodes: list[Node]
-    #: Leaves in argument order: DeviceData and ScalarParam nodes.
+    #: Leaves in first-visit order: DeviceData and ScalarParam nodes (the
+    #: computation's arguments are laid out by ``argument_layout``).
     inputs: list[Node]
     #: Graph results in order.
     outputs: list[Output]
@@ -56,6 +107,14 @@ class LazyGraph:
     #: Position of each node (leaves and ops) in the combined order, by id().
     positions: dict[int, int] = field(repr=False, default_factory=dict)
     _stable: str | None = field(default=None, repr=False)
+    _layout: ArgumentLayout | None = field(default=None, repr=False)
+
+    @property
+    def argument_layout(self) -> ArgumentLayout:
+        """Which leaves are which arguments (device data, then scalar packs)."""
+        if self._layout is None:
+            self._layout = ArgumentLayout.of(self.inputs)
+        return self._layout
 
     @property
     def stable_hash(self) -> str:

@@ -15,7 +15,7 @@ import torch
 class ArgInfo:
     """One function argument: which graph input it is and its type."""
 
-    kind: str  # "device_data" or "scalar_param"
+    kind: str  # "device_data" or "scalar_pack" (every scalar parameter of one dtype, 1-D)
     shape: tuple[int, ...]
     dtype: torch.dtype
     #: The tensor's own dtype when the function boundary uses a wider one.

@@ -7,9 +7,11 @@ torch-mlir's ``FxImporter.import_stateless_graph`` turns that into a
 ATen op that has a torch-dialect definition lowers without per-op code here,
 and the importer emits each node's location as ``loc("file":line:0)``.
 
-Scalar parameters arrive as 0-d tensors and are turned back into scalars
-with ``aten.item`` inside the function, so the op sees a ``!torch.float``
-exactly as it would a Python number.
+Scalar parameters arrive packed, all floats in one 1-D f64 tensor and all
+ints in one 1-D i64 tensor, as the last arguments (``graph.argument_layout``);
+each is turned back into a scalar with ``aten.select`` + ``aten.item``
+inside the function, so the op sees a ``!torch.float`` exactly as it would a
+Python number.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from lazy_core import metrics
 from lazy_core.graph import LazyGraph
-from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
+from lazy_core.ir import Node, Output, TensorMeta
 
 from .computation import ArgInfo, Computation, ResultInfo
 from .decompositions import DECOMPOSED_OPS, canonical_args
@@ -121,18 +123,14 @@ class LoweringContext:
     def build_fx(self) -> Graph:
         g = self._fx
         args: list[ArgInfo] = []
-        for i, leaf in enumerate(self.graph.inputs):
+        inputs = self.graph.inputs
+        layout = self.graph.argument_layout
+        for i in layout.device_data:
+            leaf = inputs[i]
             meta = leaf.metas[0]
-            ph = g.placeholder(f"arg{i}")
+            ph = g.placeholder(f"arg{len(args)}")
             _set_meta(ph, _meta_tensor(meta))
-            if isinstance(leaf, ScalarParam):
-                item = g.call_function(torch.ops.aten.item.default, (ph,))
-                item.meta["val"] = leaf.value
-                if leaf.location is not None:
-                    item.meta["stack_trace"] = _stack_trace(leaf)
-                self._values[id(leaf), 0] = item
-                args.append(ArgInfo("scalar_param", (), meta.dtype))
-            elif meta.dtype in self.boundary_casts:
+            if meta.dtype in self.boundary_casts:
                 wide = self.boundary_casts[meta.dtype]
                 _set_meta(ph, torch.empty_strided(meta.shape, meta.stride, dtype=wide, device="meta"))
                 cast = g.call_function(torch.ops.aten._to_copy.default, (ph,), {"dtype": meta.dtype})
@@ -142,6 +140,22 @@ class LoweringContext:
             else:
                 self._values[id(leaf), 0] = ph
                 args.append(ArgInfo("device_data", meta.shape, meta.dtype))
+        # Scalar parameters arrive packed, one 1-D tensor per dtype (the last
+        # arguments); each is element i of its pack, read back as a scalar.
+        for dtype, indices in layout.packs():
+            ph = g.placeholder(f"arg{len(args)}")
+            _set_meta(ph, _meta_tensor(TensorMeta((len(indices),), dtype, (1,))))
+            args.append(ArgInfo("scalar_pack", (len(indices),), dtype))
+            element = _meta_tensor(TensorMeta((), dtype, ()))
+            for k, i in enumerate(indices):
+                leaf = inputs[i]
+                select = g.call_function(torch.ops.aten.select.int, (ph, 0, k))
+                _set_meta(select, element)
+                item = g.call_function(torch.ops.aten.item.default, (select,))
+                item.meta["val"] = leaf.value
+                if leaf.location is not None:
+                    select.meta["stack_trace"] = item.meta["stack_trace"] = _stack_trace(leaf)
+                self._values[id(leaf), 0] = item
         self._args = args
         for node in self.graph.nodes:
             if node.op in DECOMPOSED_OPS:  # no lowering past the torch dialect: inline its decomposition

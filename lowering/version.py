@@ -2,7 +2,8 @@
 
 Backends that keep compiled code on disk under the graph's stable hash (no
 lowering on a hit) must also key it on the lowering itself: this package's
-source (decompositions, the FX build, pass pipelines), torch-mlir's version
+source (decompositions, the FX build, pass pipelines), ``lazy_core/graph.py``
+(the stable hash and the argument layout), torch-mlir's version
 (importer and passes) and torch's (decompositions, meta kernels). Any change
 to one of them gives a new key, so a stale executable is never reused.
 """
@@ -30,8 +31,13 @@ def version_key() -> str:
 
         h.update(f"torch-mlir {getattr(torch_mlir, '__file__', '?')};".encode())
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in sorted(os.listdir(here)):
-        if name.endswith(".py"):
-            with open(os.path.join(here, name), "rb") as f:
-                h.update(name.encode() + b"\0" + f.read())
+    sources = [os.path.join(here, name) for name in sorted(os.listdir(here)) if name.endswith(".py")]
+    # The graph's stable hash and its argument layout (the calling convention
+    # of every compiled function) are defined there.
+    import lazy_core.graph
+
+    sources.append(lazy_core.graph.__file__)
+    for path in sources:
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + b"\0" + f.read())
     return h.hexdigest()

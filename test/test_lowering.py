@@ -65,11 +65,11 @@ def test_computation_has_locations_signature_and_bytecode():
     assert computation.graph_hash in computation.func_name
     assert f'loc("{THIS_FILE}":{line}:0)' in computation.mlir
     assert "torch.aten.relu" in computation.mlir and "!torch.vtensor<[3,4],f32>" in computation.mlir
-    assert [a.kind for a in computation.args] == ["device_data", "scalar_param"]
-    assert [(a.shape, a.dtype) for a in computation.args] == [((3, 4), torch.float32), ((), torch.float64)]
+    assert [a.kind for a in computation.args] == ["device_data", "scalar_pack"]
+    assert [(a.shape, a.dtype) for a in computation.args] == [((3, 4), torch.float32), ((1,), torch.float64)]
     assert [(r.shape, r.dtype) for r in computation.results] == [((3, 4), torch.float32)]
     assert computation.signature() == (
-        f"@{computation.func_name}(device_data[3, 4]:float32, scalar_param[]:float64) -> ([3, 4]:float32)"
+        f"@{computation.func_name}(device_data[3, 4]:float32, scalar_pack[1]:float64) -> ([3, 4]:float32)"
     )
     assert computation.to_string().startswith("module")
     assert "loc(" not in computation.to_string()
@@ -82,6 +82,45 @@ def test_computation_has_locations_signature_and_bytecode():
     assert reparsed.operation.get_asm(enable_debug_info=True) == computation.mlir
     clone = computation.clone_module()
     assert clone.operation.get_asm(enable_debug_info=True) == computation.mlir
+
+
+def test_computation_record_round_trip():
+    """What an on-disk cache keeps of a computation: signature, names and the
+    MLIR text with locations; the module is parsed back only when asked for."""
+    x = torch.randn(3, 4).to("lazy")
+    y = (x * 0.5 + 3).relu(); line = _line()  # noqa: E702
+    computation = lowering.lower_graph(_graph(y))
+    back = lowering.Computation.from_record(computation.to_record())
+    assert back.module is None
+    for field in ("func_name", "graph_hash", "args", "results", "form", "node_locations", "full_route"):
+        assert getattr(back, field) == getattr(computation, field), field
+    assert back.mlir == computation.mlir and f'loc("{THIS_FILE}":{line}:0)' in back.mlir
+    assert back.module is None  # .mlir alone needs no parse
+    assert back.signature() == computation.signature()
+    assert back.asm(locations=False) == computation.asm(locations=False)
+    lowered = lowering.lower(back, "linalg-on-tensors")  # pipelines parse the text on demand
+    assert lowered.form == "linalg-on-tensors" and "linalg.generic" in lowered.mlir
+
+
+def test_scalar_parameters_are_packed_per_dtype():
+    """Every float scalar in one f64 argument, every int scalar in one i64
+    argument, after the device data; the order of graph.inputs is kept."""
+    x = torch.randn(3).to("lazy")
+    y = ((x * 0.5 + 3) * 2.5 - 7) * 1.5
+    graph = _graph(y)
+    layout = graph.argument_layout
+    assert len(layout.device_data) == 1 and len(layout.float_scalars) == 3 and len(layout.int_scalars) == 2
+    values = [graph.inputs[i].value for i in layout.float_scalars + layout.int_scalars]
+    assert values == [0.5, 2.5, 1.5, 3, 7]
+    computation = lowering.lower_graph(graph)
+    assert [(a.kind, a.shape, a.dtype) for a in computation.args] == [
+        ("device_data", (3,), torch.float32), ("scalar_pack", (3,), torch.float64), ("scalar_pack", (2,), torch.int64)]
+    # The eager interpreter reads the same layout.
+    from lazy_core.eager_backend import interpret
+
+    host = torch.randn(3)
+    [out] = interpret(graph, [host, torch.tensor([0.5, 2.5, 1.5], dtype=torch.float64), torch.tensor([3, 7])])
+    torch.testing.assert_close(out, ((host * 0.5 + 3) * 2.5 - 7) * 1.5)
 
 
 def test_signature_stable_across_identical_steps():

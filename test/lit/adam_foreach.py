@@ -16,9 +16,11 @@ lazy_core.mark_step()
 opt.step()
 emit_step()
 
-# CHECK: // signature: @{{.*}} -> ([4, 3]:float32, [3]:float32, [4, 3]:float32, [4, 3]:float32, [3]:float32, [3]:float32)
+# All twelve scalars (lr, betas, eps, bias corrections ...) arrive in one f64 pack.
+# CHECK: // signature: @{{.*}}(device_data[4, 3]:float32, device_data[4, 3]:float32, device_data[3]:float32, device_data[3]:float32, scalar_pack[12]:float64) -> ([4, 3]:float32, [3]:float32, [4, 3]:float32, [4, 3]:float32, [3]:float32, [3]:float32)
 # CHECK-NOT: torch.aten._foreach
-# CHECK: torch.aten.item %arg{{[0-9]+}} : !torch.vtensor<[],f64> -> !torch.float
+# CHECK: torch.aten.select.int %arg{{[0-9]+}}, {{.*}} -> !torch.vtensor<[],f64>
+# CHECK: torch.aten.item %{{[0-9]+}} : !torch.vtensor<[],f64> -> !torch.float
 # exp_avg = lerp(0, grad, 1 - beta1); exp_avg_sq = beta2 * 0 + (1 - beta2) * grad * grad
 # CHECK: %[[M:[0-9]+]] = torch.aten.lerp.Scalar %{{[0-9]+}}, %arg1, %{{[0-9]+}} : !torch.vtensor<[4,3],f32>, !torch.vtensor<[4,3],f32>, !torch.float -> !torch.vtensor<[4,3],f32>
 # CHECK: %[[V:[0-9]+]] = torch.aten.addcmul %{{[0-9]+}}, %arg1, %arg1, %{{[0-9]+}} : {{.*}} -> !torch.vtensor<[4,3],f32>
@@ -28,8 +30,8 @@ emit_step()
 # CHECK: %[[DEN:[0-9]+]] = torch.aten.add.Scalar %[[D]], %{{[0-9]+}}, %int1{{[_0-9]*}} : !torch.vtensor<[4,3],f32>, !torch.float, !torch.int
 # CHECK: %[[W:[0-9]+]] = torch.aten.addcdiv %arg0, %[[M]], %[[DEN]], %{{[0-9]+}} : {{.*}} -> !torch.vtensor<[4,3],f32>
 # The same for the second parameter, with its own shapes.
-# CHECK: torch.aten.lerp.Scalar %{{[0-9]+}}, %arg9, {{.*}} -> !torch.vtensor<[3],f32>
-# CHECK: torch.aten.addcmul %{{[0-9]+}}, %arg9, %arg9, {{.*}} -> !torch.vtensor<[3],f32>
-# CHECK: torch.aten.addcdiv %arg8, {{.*}} -> !torch.vtensor<[3],f32>
+# CHECK: torch.aten.lerp.Scalar %{{[0-9]+}}, %arg3, {{.*}} -> !torch.vtensor<[3],f32>
+# CHECK: torch.aten.addcmul %{{[0-9]+}}, %arg3, %arg3, {{.*}} -> !torch.vtensor<[3],f32>
+# CHECK: torch.aten.addcdiv %arg2, {{.*}} -> !torch.vtensor<[3],f32>
 # CHECK: return %[[W]], %{{[0-9]+}}, %[[M]], %[[V]],
 # CHECK-NOT: torch.aten._foreach

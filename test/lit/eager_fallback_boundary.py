@@ -23,6 +23,6 @@ print("fallbacks:", lazy_core.metrics.counter("fallback::aten.nonzero.default"))
 # CHECK: // reason:
 # CHECK: torch.aten.mul.Scalar %arg0, %{{[0-9]+}} : !torch.vtensor<[2,2],f32>, !torch.int -> !torch.vtensor<[2,2],f32>
 # CHECK-NOT: torch.aten.nonzero
-# CHECK: // signature: @{{.*}}(device_data[2, 2]:int64, scalar_param[]:int64) -> ([2, 2]:int64)
+# CHECK: // signature: @{{.*}}(device_data[2, 2]:int64, scalar_pack[1]:int64) -> ([2, 2]:int64)
 # CHECK: torch.aten.mul.Scalar %arg0, %{{[0-9]+}} : !torch.vtensor<[2,2],si64>, !torch.int -> !torch.vtensor<[2,2],si64>
 # CHECK: fallbacks: 1

@@ -13,7 +13,7 @@ x.mul_(2)
 x.relu_()
 emit_step()
 
-# CHECK: func.func @{{.*}}(%arg0: !torch.vtensor<[3,4],f32> {{.*}}, %arg1: !torch.vtensor<[3,4],f32> {{.*}}, %arg2: !torch.vtensor<[],si64> {{.*}}) -> !torch.vtensor<[3,4],f32>
+# CHECK: func.func @{{.*}}(%arg0: !torch.vtensor<[3,4],f32> {{.*}}, %arg1: !torch.vtensor<[3,4],f32> {{.*}}, %arg2: !torch.vtensor<[1],si64> {{.*}}) -> !torch.vtensor<[3,4],f32>
 # CHECK: %[[ADD:[0-9]+]] = torch.aten.add.Tensor %arg0, %arg1, %{{.*}} : !torch.vtensor<[3,4],f32>, !torch.vtensor<[3,4],f32>, !torch.int -> !torch.vtensor<[3,4],f32>
 # CHECK: %[[MUL:[0-9]+]] = torch.aten.mul.Scalar %[[ADD]], %{{.*}} : !torch.vtensor<[3,4],f32>, !torch.int -> !torch.vtensor<[3,4],f32>
 # CHECK: %[[RELU:[0-9]+]] = torch.aten.relu %[[MUL]] : !torch.vtensor<[3,4],f32> -> !torch.vtensor<[3,4],f32>

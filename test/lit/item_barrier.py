@@ -25,7 +25,8 @@ for g, reason in graphs:
 # CHECK: torch.aten.mul.Tensor %arg0, %arg0
 # CHECK: torch.aten.sum
 # CHECK: // reason: mark_step
-# CHECK: // signature: @{{.*}}(device_data[4]:float32, scalar_param[]:float64) -> ([4]:float32)
-# CHECK: %[[V:[0-9]+]] = torch.aten.item %arg1 : !torch.vtensor<[],f64> -> !torch.float
+# CHECK: // signature: @{{.*}}(device_data[4]:float32, scalar_pack[1]:float64) -> ([4]:float32)
+# CHECK: %[[S:[0-9]+]] = torch.aten.{{select.int|squeeze.dim}} %arg1, {{.*}} : !torch.vtensor<[1],f64>, {{.*}} -> !torch.vtensor<[],f64>
+# CHECK: %[[V:[0-9]+]] = torch.aten.item %[[S]] : !torch.vtensor<[],f64> -> !torch.float
 # CHECK: torch.aten.div.Scalar %arg0, %[[V]] : !torch.vtensor<[4],f32>, !torch.float -> !torch.vtensor<[4],f32>
 # CHECK-NOT: torch.aten.sum

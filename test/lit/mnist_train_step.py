@@ -25,7 +25,7 @@ print_computation(computation)
 print_computation(lowering.lower(computation, "linalg-on-tensors"), locations=False)
 
 # The weights' new values, the logits and the loss are the live results.
-# CHECK: // signature: @{{.*}}(device_data[32, 784]:float32, device_data[10]:float32, device_data[32]:float32, device_data[16, 1, 28, 28]:float32, device_data[10, 32]:float32, device_data[16]:int64, scalar_param[]:float64{{.*}}) -> ([32, 784]:float32, [32]:float32, [10, 32]:float32, [10]:float32, [16, 10]:float32, []:float32)
+# CHECK: // signature: @{{.*}}(device_data[32, 784]:float32, device_data[10]:float32, device_data[32]:float32, device_data[16, 1, 28, 28]:float32, device_data[10, 32]:float32, device_data[16]:int64, scalar_pack[{{[0-9]+}}]:float64) -> ([32, 784]:float32, [32]:float32, [10, 32]:float32, [10]:float32, [16, 10]:float32, []:float32)
 # CHECK: torch.aten.view %arg3, {{.*}} -> !torch.vtensor<[16,784],f32> loc("{{.*}}mnist_train_step.py":17:0)
 # CHECK: torch.aten.addmm {{.*}} -> !torch.vtensor<[16,32],f32> loc("{{.*}}mnist_train_step.py":17:0)
 # CHECK: torch.aten._log_softmax {{.*}} -> !torch.vtensor<[16,10],f32> loc("{{.*}}mnist_train_step.py":18:0)

@@ -33,7 +33,7 @@ for g in graphs:
     print_computation(lower_graph(g))
 
 # CHECK: a: [2.0, 2.0, 2.0] b: [3.0, 3.0, 3.0]
-# CHECK: func.func @{{.*}}(%arg0: !torch.vtensor<[3],f32> {{.*}}, %arg1: !torch.vtensor<[],si64> {{.*}}) -> (!torch.vtensor<[3],f32>, !torch.vtensor<[3],f32>)
+# CHECK: func.func @{{.*}}(%arg0: !torch.vtensor<[3],f32> {{.*}}, %arg1: !torch.vtensor<[1],si64> {{.*}}) -> (!torch.vtensor<[3],f32>, !torch.vtensor<[3],f32>)
 # CHECK-DAG: %[[B:[0-9]+]] = torch.aten.add.Scalar %arg0, %{{[0-9]+}}, %int1
 # CHECK-DAG: %[[A:[0-9]+]] = torch.aten.add.Scalar %arg0, %int1{{[_0-9]*}}, %int1
 # CHECK: return %[[A]], %[[B]] :

@@ -13,7 +13,7 @@ emit_step()
 x[:, 1:3].zero_()
 emit_step()
 
-# CHECK: func.func @{{.*}}(%arg0: !torch.vtensor<[3,4],f32> {{.*}}, %arg1: !torch.vtensor<[],si64> {{.*}}) -> !torch.vtensor<[3,4],f32>
+# CHECK: func.func @{{.*}}(%arg0: !torch.vtensor<[3,4],f32> {{.*}}, %arg1: !torch.vtensor<[1],si64> {{.*}}) -> !torch.vtensor<[3,4],f32>
 # CHECK: %[[ROW:[0-9]+]] = torch.aten.select.int %arg0, %int0{{[_0-9]*}}, %int1{{[_0-9]*}} : !torch.vtensor<[3,4],f32>, !torch.int, !torch.int -> !torch.vtensor<[4],f32>
 # CHECK: %[[NEW:[0-9]+]] = torch.aten.mul.Scalar %[[ROW]], %{{[0-9]+}} : !torch.vtensor<[4],f32>, !torch.int -> !torch.vtensor<[4],f32>
 # CHECK: %[[OUT:[0-9]+]] = torch.aten.select_scatter %arg0, %[[NEW]], %{{.*}} : !torch.vtensor<[3,4],f32>, !torch.vtensor<[4],f32>, !torch.int, !torch.int -> !torch.vtensor<[3,4],f32>
