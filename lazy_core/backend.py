@@ -103,9 +103,11 @@ class BackendImpl(ABC):
     def lower(self, graph: LazyGraph) -> Any:
         """Turn a post-ordered graph into a computation (LTC's lowering context).
 
-        ``graph.inputs`` are the arguments in order (device data, then scalar
-        parameters, interleaved as the graph uses them), ``graph.outputs`` the
-        results in order. Raise ``CompileError`` if something cannot be lowered.
+        ``graph.argument_layout`` says which arguments ``execute_computation``
+        will get: the device-data leaves in ``graph.inputs`` order, then the
+        scalar parameters packed into one 1-D float64 and one 1-D int64 tensor
+        (each only if present). ``graph.outputs`` are the results in order.
+        Raise ``CompileError`` if something cannot be lowered.
         """
 
     @abstractmethod
