@@ -22,9 +22,15 @@ def _fmt_arg(x: Any, names: dict[int, str]) -> str:
 
 
 def _names(graph: LazyGraph) -> dict[int, str]:
+    """Leaves named as the computation's arguments are (``graph.argument_layout``):
+    device data ``%argK``, a scalar parameter ``%argP[i]``, element i of its pack."""
     names: dict[int, str] = {}
-    for i, n in enumerate(graph.inputs):
-        names[id(n)] = f"%arg{i}"
+    layout = graph.argument_layout
+    for k, i in enumerate(layout.device_data):
+        names[id(graph.inputs[i])] = f"%arg{k}"
+    for p, (_, indices) in enumerate(layout.packs(), start=len(layout.device_data)):
+        for j, i in enumerate(indices):
+            names[id(graph.inputs[i])] = f"%arg{p}[{j}]"
     for i, n in enumerate(graph.nodes):
         names[id(n)] = f"%{i}"
     return names
