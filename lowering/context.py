@@ -105,6 +105,10 @@ class LoweringContext:
         self.boundary_casts = boundary_casts or {}
         self._values: dict[tuple[int, int], Any] = {}
         self._fx = Graph()
+        # Float scalar parameters' item nodes -> their element select, and the
+        # int versions made from them (see _int_scalars).
+        self._float_selects: dict[Any, Any] = {}
+        self._int_items: dict[Any, Any] = {}
 
     def _value(self, out: Output) -> Any:
         return self._values[id(out.node), out.index]
@@ -156,6 +160,8 @@ class LoweringContext:
                 if leaf.location is not None:
                     select.meta["stack_trace"] = item.meta["stack_trace"] = _stack_trace(leaf)
                 self._values[id(leaf), 0] = item
+                if dtype.is_floating_point:
+                    self._float_selects[item] = select
         self._args = args
         for node in self.graph.nodes:
             if node.op in DECOMPOSED_OPS:  # no lowering past the torch dialect: inline its decomposition
@@ -165,7 +171,11 @@ class LoweringContext:
                         if v is not None:
                             self._values[id(node), i] = v
                     continue
-            call = g.call_function(node.op, canonical_args(node, self._map(node.args)), {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)})
+            call_args = canonical_args(node, self._map(node.args))
+            call_kwargs = {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)}
+            if self._float_selects and node.op in _CASTS_SCALAR_TO_SELF:
+                call_args, call_kwargs = self._int_scalars(node, call_args, call_kwargs)
+            call = g.call_function(node.op, call_args, call_kwargs)
             trace = _stack_trace(node)
             if trace:
                 call.meta["stack_trace"] = trace
@@ -200,6 +210,35 @@ class LoweringContext:
         g.output(tuple(outs))
         return g
 
+    def _int_scalars(self, node: Node, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """A float scalar parameter that an op casts to its integer result type
+        (``F.pad(labels, value=-100)``: PyTorch passes the value as a float)
+        is converted while still a tensor (f64 -> i64, truncating like the
+        op's cast) and read as an int. IREE cannot compile the scalar
+        ``arith.fptosi f64 -> i64`` the op's own cast would become, which
+        sent every causal-LM step (GPT-2's loss pads its labels) to the CPU."""
+        meta = node.metas[0] if node.metas else None
+        if meta is None or meta.dtype.is_floating_point or meta.dtype.is_complex or meta.dtype == torch.bool:
+            return args, kwargs
+
+        def conv(x: Any) -> Any:
+            select = self._float_selects.get(x) if not isinstance(x, list | tuple) else None
+            if select is None:
+                return x
+            item = self._int_items.get(x)
+            if item is None:
+                g = self._fx
+                cast = g.call_function(torch.ops.aten._to_copy.default, (select,), {"dtype": torch.int64})
+                _set_meta(cast, _meta_tensor(TensorMeta((), torch.int64, ())))
+                item = g.call_function(torch.ops.aten.item.default, (cast,))
+                item.meta["val"] = int(x.meta["val"])
+                if "stack_trace" in x.meta:
+                    cast.meta["stack_trace"] = item.meta["stack_trace"] = x.meta["stack_trace"]
+                self._int_items[x] = item
+            return item
+
+        return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
+
     def build(self) -> Computation:
         """Import the graph into a fresh torch-dialect module."""
         from torch_mlir.extras.fx_importer import FxImporter
@@ -225,6 +264,21 @@ class LoweringContext:
             args=self._args,
             results=results,
         )
+
+
+#: Ops that cast their Scalar argument to ``self``'s dtype (the value fills
+#: or pads an integer tensor): a float scalar parameter feeding one with an
+#: integer result is passed as an int (``LoweringContext._int_scalars``).
+_CASTS_SCALAR_TO_SELF = frozenset({
+    torch.ops.aten.constant_pad_nd.default,
+    torch.ops.aten.fill.Scalar,
+    torch.ops.aten.masked_fill.Scalar,
+    torch.ops.aten.index_fill.int_Scalar,
+    torch.ops.aten.scatter.value,
+    torch.ops.aten.full_like.default,
+    torch.ops.aten.new_full.default,
+    torch.ops.aten.full.default,
+})
 
 
 def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:

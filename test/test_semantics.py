@@ -293,3 +293,20 @@ def test_avg_pool2d_backward_is_decomposed(backend, kw):
     torch.nn.functional.avg_pool2d(x, **kw).exp().sum().backward()
     torch.testing.assert_close(x.grad.cpu(), ref.grad)
     assert not any(k.startswith("fallback::") for k in metrics.counters()), metrics.counters()
+
+
+def test_float_scalar_cast_into_an_integer_tensor(backend):
+    """``F.pad(labels, value=-100)`` (every causal-LM loss) passes the value as
+    a float scalar parameter into an int64 result: the value is converted while
+    still a tensor, since IREE cannot compile a scalar f64 -> i64 cast."""
+    labels = torch.randint(0, 10, (4, 6))
+    x = lazy(labels)
+    got = [torch.nn.functional.pad(x, (0, 1), value=-100), torch.nn.functional.pad(x, (1, 0), value=7.9),
+           x.clone().fill_(-3.7), x.masked_fill(x > 4, 12.5)]
+    ref = [torch.nn.functional.pad(labels, (0, 1), value=-100), torch.nn.functional.pad(labels, (1, 0), value=7.9),
+           labels.clone().fill_(-3.7), labels.masked_fill(labels > 4, 12.5)]
+    lazy_core.mark_step()
+    for g, r in zip(got, ref):
+        assert g.dtype == r.dtype
+        torch.testing.assert_close(g.cpu(), r)
+    assert metrics.counter("fallback::compile_error") == 0
