@@ -310,3 +310,13 @@ def test_float_scalar_cast_into_an_integer_tensor(backend):
         assert g.dtype == r.dtype
         torch.testing.assert_close(g.cpu(), r)
     assert metrics.counter("fallback::compile_error") == 0
+
+
+def test_empty_tensor_among_arguments_an_op_may_write(backend):
+    """GPT-2 passes [0]-shaped tensors; one reaching a scatter's destination gets
+    a protective copy on IREE like any other argument, and an empty buffer must
+    not upset the order of those copies."""
+    x0, e0 = torch.randn(1 << 22), torch.empty(0)  # a copy big enough to be in flight
+    idx, vals = torch.tensor([1, 3]), torch.tensor([7.0, 8.0])
+    got = torch.cat([lazy(x0), lazy(e0)]).index_put((lazy(idx),), lazy(vals))
+    torch.testing.assert_close(got.cpu(), torch.cat([x0, e0]).index_put((idx,), vals))

@@ -76,23 +76,27 @@ def device_copies(device: IreeDevice, views: list[rt.HalBufferView]) -> list[rt.
     hal = device.hal_device
     sem = hal.create_semaphore(0)
     out = []
-    for i, view in enumerate(views):
+    queued = 0
+    for view in views:
         source = view.get_buffer()
         target = device.allocator.allocate_buffer(
             memory_type=rt.MemoryType.DEVICE_LOCAL,
             allowed_usage=_UPLOAD_USAGE,
             allocation_size=max(1, source.byte_length()),
         )
+        # An empty buffer (a [0]-shaped tensor, as GPT-2 has) needs no copy and
+        # takes no step in the chain: signalling its step from the host ran
+        # ahead of the queued copies ("semaphore already signaled past").
         if source.byte_length():
             hal.queue_copy(
                 source, target,
-                wait_semaphores=rt.HalFence.create_at(sem, i),
-                signal_semaphores=rt.HalFence.create_at(sem, i + 1),
+                wait_semaphores=rt.HalFence.create_at(sem, queued),
+                signal_semaphores=rt.HalFence.create_at(sem, queued + 1),
             )
-        else:
-            sem.signal(i + 1)
+            queued += 1
         out.append(rt.HalBufferView(target, list(view.shape), view.element_type))
-    rt.HalFence.create_at(sem, len(views)).wait()
+    if queued:
+        rt.HalFence.create_at(sem, queued).wait()
     return out
 
 
