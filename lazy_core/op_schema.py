@@ -24,6 +24,15 @@ _SHAPE_DEPENDENT_SCALARS = {"arange", "range", "linspace", "logspace", "full", "
 # negative x on IREE; garbage on the reference backend), and the compiler can
 # no longer turn x ** 2 into x * x.
 _CONSTANT_SCALAR_OPS = {"pow", "pow_", "float_power", "float_power_"}
+# Fixed hyperparameters of activations and losses (a leaky ReLU's slope, a
+# Huber delta) stay constants as well: they never change between steps, and
+# a backend may need them constant to lower the op (torch-mlir computed
+# leaky_relu_backward wrongly with a runtime slope, and lowering only
+# decomposes ops whose scalars are constants).
+_CONSTANT_SCALAR_OPS |= {
+    "leaky_relu", "leaky_relu_", "leaky_relu_backward",
+    "smooth_l1_loss", "smooth_l1_loss_backward", "huber_loss", "huber_loss_backward",
+}
 
 
 @dataclass(slots=True)

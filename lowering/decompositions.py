@@ -41,6 +41,29 @@ DECOMPOSED_OPS = (
     # Imported, but torch-mlir lowers it to neither linalg nor IREE, so every
     # graph holding it failed to compile and ran op by op on the CPU.
     aten.avg_pool2d_backward.default,
+    # Imported but not lowered (a leftover constant then fails legalization):
+    # every step of a model trained on MSE ran op by op on the CPU.
+    aten.mse_loss_backward.default,
+    # torch-mlir lowers leaky_relu_backward with a runtime negative_slope (a
+    # scalar parameter) to wrong values: 1 + slope * x instead of slope.
+    aten.leaky_relu_backward.default,
+    # Loss and activation (backward) ops with no torch-mlir lowering, found
+    # by training one step through each common loss: each ran eagerly, or
+    # failed to compile and took its whole graph to the CPU.
+    aten.smooth_l1_loss.default,
+    aten.smooth_l1_loss_backward.default,
+    aten.huber_loss.default,
+    aten.huber_loss_backward.default,
+    aten.soft_margin_loss.default,
+    aten.soft_margin_loss_backward.default,
+    aten.hardswish_backward.default,
+    aten.glu_backward.default,
+    aten.binary_cross_entropy.default,
+    aten.binary_cross_entropy_backward.default,
+    aten.log_sigmoid_forward.default,
+    aten.log_sigmoid_backward.default,
+    aten.native_group_norm_backward.default,
+    aten.xlogy.Tensor,  # kl_div's backward
 )
 
 
