@@ -88,21 +88,27 @@ class MlirBackend(BackendImpl):
             self.__dict__["_graph_cache"] = cache
         return cache if cache.enabled else None
 
-    def graph_key(self, graph: LazyGraph) -> str:
+    def graph_key(self, graph: LazyGraph, donated: dict[int, int] | None = None) -> str:
         """The graph-cache key: the graph's stable hash, this backend's
         ``persistent_key``, the lowering's version (``lowering.version_key``)
         and the graph's source locations: the entry's MLIR text carries them
         for dumps and diagnostics. (A script whose lines moved lowers again
         but still finds its compiled code in a backend's MLIR-keyed cache,
-        as IREE's is, which leaves locations out.)"""
-        return DiskCache.key(_GRAPH_ENTRY_FORMAT, graph.stable_hash, graph.locations_hash, self.name,
-                             self.persistent_key(), lowering.version_key())
+        as IREE's is, which leaves locations out.) A donation plan compiles
+        different code, so it is part of the key."""
+        parts = [_GRAPH_ENTRY_FORMAT, graph.stable_hash, graph.locations_hash, self.name,
+                 self.persistent_key(), lowering.version_key()]
+        if donated:
+            parts.append("donate:" + ",".join(f"{a}>{r}" for a, r in sorted(donated.items())))
+        return DiskCache.key(*parts)
 
-    def load_executable(self, graph: LazyGraph) -> tuple[Any, lowering.Computation] | None:
+    def load_executable(
+        self, graph: LazyGraph, donated: dict[int, int] | None = None
+    ) -> tuple[Any, lowering.Computation] | None:
         cache = self.graph_cache()
         if cache is None:
             return None
-        blob = cache.get(self.graph_key(graph))
+        blob = cache.get(self.graph_key(graph, donated))
         if blob is None:
             return None
         try:
@@ -115,7 +121,10 @@ class MlirBackend(BackendImpl):
             metrics.counter_add("graph_cache_load_error")
             return None
 
-    def store_executable(self, graph: LazyGraph, computation: lowering.Computation, executable: Any) -> None:
+    def store_executable(
+        self, graph: LazyGraph, computation: lowering.Computation, executable: Any,
+        donated: dict[int, int] | None = None,
+    ) -> None:
         cache = self.graph_cache()
         if cache is None:
             return
@@ -124,7 +133,7 @@ class MlirBackend(BackendImpl):
             if payload is None:
                 return
             record = computation.to_record()
-            cache.put(self.graph_key(graph), struct.pack("<Q", len(record)) + record + payload)
+            cache.put(self.graph_key(graph, donated), struct.pack("<Q", len(record)) + record + payload)
         except Exception:  # caching is an optimization: never fail the step over it
             metrics.counter_add("graph_cache_write_error")
 

@@ -129,9 +129,10 @@ class BackendImpl(ABC):
         """Run an executable on ``arguments``; one BackendData per graph output."""
 
     # -- persistent executables (optional) ----------------------------------------
-    def load_executable(self, graph: LazyGraph) -> tuple[Any, Any] | None:
+    def load_executable(self, graph: LazyGraph, donated: dict[int, int] | None = None) -> tuple[Any, Any] | None:
         """``(executable, computation)`` for ``graph`` from a cache that outlives the
-        process, found by ``graph.stable_hash`` alone, or None.
+        process, found by ``graph.stable_hash`` alone, or None. ``donated`` (only
+        passed to backends with ``supports_donation``) is part of what was compiled.
 
         The executor asks this before ``lower``: a hit skips lowering and
         compiling, which is what makes a second run's first step cheap. The
@@ -141,7 +142,9 @@ class BackendImpl(ABC):
         """
         return None
 
-    def store_executable(self, graph: LazyGraph, computation: Any, executable: Any) -> None:
+    def store_executable(
+        self, graph: LazyGraph, computation: Any, executable: Any, donated: dict[int, int] | None = None
+    ) -> None:
         """Keep what ``compile`` made of ``graph`` for ``load_executable`` in a later
         process. Called after each successful compile; must not raise. Default: nothing."""
 

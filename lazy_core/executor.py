@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import metrics, source_location
-from .async_exec import PendingBatch, Worker, enabled_by_default, resolve
+from .async_exec import PendingBatch, PendingData, Worker, enabled_by_default, resolve
 from .backend import BackendImpl, CompileError
+from .donation import plan_donations
 from .graph import ArgumentLayout, LazyGraph, build_graph
 from .ir import DeviceData, Output, ScalarParam
 from .registry import active_backend
@@ -47,6 +48,10 @@ class _CacheEntry:
         self.error = error
         #: The graph's argument layout (the same for every graph with this key).
         self.layout: ArgumentLayout | None = None
+
+
+def _donation_enabled() -> bool:
+    return os.environ.get("LAZY_DONATE", "1").strip().lower() not in ("0", "false", "no", "off", "")
 
 
 def _strict() -> bool:
@@ -221,18 +226,20 @@ class GraphExecutor:
         with metrics.timed("build_graph"):
             graph = build_graph(roots)
         metrics.counter_add(f"execute_reason::{reason.split(' ')[0]}")
-        entry = self._cache.get(graph.key)
+        donated = self._donations(backend, graph, reason)
+        key = (graph.key, tuple(donated.items())) if donated else graph.key
+        entry = self._cache.get(key)
         for hook in self.pre_hooks:
             hook(graph, reason, entry is None)
         if entry is None:
             metrics.counter_add("cache_miss")
-            entry = self._compile(backend, graph)
-            self._cache[graph.key] = entry
+            entry = self._compile(backend, graph, donated)
+            self._cache[key] = entry
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         else:
             metrics.counter_add("cache_hit")
-            self._cache.move_to_end(graph.key)
+            self._cache.move_to_end(key)
         device = backend.default_device()
         # Device data in order, then the scalar parameters packed into one
         # float64 and one int64 tensor (graph.ArgumentLayout): two small
@@ -291,13 +298,32 @@ class GraphExecutor:
             hook(graph, entry, reason)
         return produced
 
-    def _compile(self, backend: BackendImpl, graph: LazyGraph) -> _CacheEntry:
+    def _donations(self, backend: BackendImpl, graph: LazyGraph, reason: str) -> dict[int, int]:
+        """The buffer-donation plan for this execution, or {} (lazy_core.donation).
+
+        Only at ``mark_step()``, where every live pending tensor is in the
+        graph, and only for backends that take ``donated=``. ``LAZY_DONATE=0``
+        turns it off.
+        """
+        if reason != "mark_step" or not backend.supports_donation or not _donation_enabled():
+            return {}
+        plan = plan_donations(graph, self.live_storages())
+        if plan:
+            data = [leaf.data for leaf in graph.inputs if isinstance(leaf, DeviceData)]
+            # A queued result (PendingData) is a fresh buffer of the backend's own.
+            plan = {k: r for k, r in plan.items() if isinstance(data[k], PendingData) or backend.can_donate(data[k])}
+        return plan
+
+    def _compile(self, backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None = None) -> _CacheEntry:
+        # ``donated`` is only passed on to backends when non-empty, so backends
+        # without donation keep their one-argument signatures.
+        extra = {"donated": donated} if donated else {}
         try:
             # A persistent cache keyed on the graph's stable hash answers before
             # any lowering: a second process gets its executables for the cost
             # of hashing the graph and reading a file.
             with metrics.timed("load_executable"):
-                hit = backend.load_executable(graph)
+                hit = backend.load_executable(graph, **extra)
             if hit is not None:
                 executable, computation = hit
                 metrics.counter_add("compile")
@@ -305,10 +331,13 @@ class GraphExecutor:
             with metrics.timed("lower"):
                 computation = backend.lower(graph)
             with metrics.timed("compile"):
-                [executable] = backend.compile([computation])
+                if donated:
+                    [executable] = backend.compile([computation], donated=[donated])
+                else:
+                    [executable] = backend.compile([computation])
             metrics.counter_add("compile")
             with metrics.timed("store_executable"):
-                backend.store_executable(graph, computation, executable)
+                backend.store_executable(graph, computation, executable, **extra)
             return _CacheEntry(executable, computation, False, graph.name)
         except Exception as e:
             if _strict():

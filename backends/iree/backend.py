@@ -275,12 +275,12 @@ class IreeBackend(MlirBackend):
     # -- the graph cache (MlirBackend): a second process skips lowering too -------------
     def executable_to_bytes(self, computation: lowering.Computation,
                             executable: IreeExecutableHandle) -> bytes | None:
-        """The compile key and the artifact (vmfb, written arguments) ``compile`` made.
-
-        Not for an executable compiled with donations: the graph alone does
-        not say which buffers were donated, so it could not be found again."""
+        """The compile key and the artifact (vmfb, written arguments, applied
+        donations) ``compile`` made. The executor's donation plan is part of
+        the graph-cache key (``graph_key``), so a donating executable is found
+        again for the same plan."""
         artifact = memo_get(vmfb_memo, executable.key)
-        if artifact is None or executable.donated:
+        if artifact is None:
             return None
         return executable.key.encode() + b"\n" + _pack_artifact(*artifact)
 
