@@ -103,24 +103,24 @@ def _sgd_graph(backend: IreeBackend, shape: tuple[int, ...] = (4, 5)):
     roots = [p2._lz_value(), m2._lz_value()]
     graph = build_graph(roots)
     comp = backend.lower(graph)
-    leaves = {k: lazy[k]._lz_value().node for k in "pmg"}
-    args = {k: next(i for i, leaf in enumerate(graph.inputs) if leaf is node) for k, node in leaves.items()}
-    return comp, graph.inputs, args, {"p": 0, "m": 1}, host
-
-
-def _upload_inputs(backend: IreeBackend, inputs, values: dict[int, torch.Tensor]) -> list:
-    """Fresh device data for every graph input: ``values`` by index, scalar parameters as they are."""
     from lazy_core.ir import DeviceData
 
+    # Argument indices as the computation numbers them: device data first
+    # (graph.ArgumentLayout), then the packed scalar parameters.
+    data = [leaf for leaf in graph.inputs if isinstance(leaf, DeviceData)]
+    leaves = {k: lazy[k]._lz_value().node for k in "pmg"}
+    args = {k: next(i for i, leaf in enumerate(data) if leaf is node) for k, node in leaves.items()}
+    return comp, graph, args, {"p": 0, "m": 1}, host
+
+
+def _upload_inputs(backend: IreeBackend, graph, values: dict[int, torch.Tensor]) -> list:
+    """Fresh device data for every argument: ``values`` by device-data index, then the scalar packs."""
     device = backend.default_device()
-    out = []
-    for i, leaf in enumerate(inputs):
-        if i in values:
-            out.append(backend.make_backend_data(values[i], device))
-        elif isinstance(leaf, DeviceData):
-            raise AssertionError(f"input {i} has no value")
-        else:
-            out.append(backend.make_backend_data(torch.tensor(leaf.value, dtype=leaf.metas[0].dtype), device))
+    data, packs = graph.argument_layout.arguments(graph.inputs)
+    missing = set(range(len(data))) - set(values)
+    assert not missing, f"device-data arguments {sorted(missing)} have no value"
+    out = [backend.make_backend_data(values[i], device) for i in range(len(data))]
+    out += [backend.make_backend_data(torch.tensor(v, dtype=dtype), device) for v, dtype in packs]
     return out
 
 
@@ -134,7 +134,7 @@ def test_donated_results_overwrite_their_arguments_in_place(tmp_path) -> None:
 
     use_backend("iree-cpu")  # traces on iree-cpu; the backend below compiles into tmp_path
     backend = IreeBackend("iree-cpu", disk_cache=DiskCache("iree", str(tmp_path)))
-    comp, inputs, a, r, host = _sgd_graph(backend)
+    comp, graph, a, r, host = _sgd_graph(backend)
     donate = {a["p"]: r["p"], a["m"]: r["m"]}
     [plain] = backend.compile([comp])
     [handle] = backend.compile([comp], donated=[donate])
@@ -143,7 +143,7 @@ def test_donated_results_overwrite_their_arguments_in_place(tmp_path) -> None:
     device = backend.default_device()
 
     p, m, g = host["p"], host["m"], host["g"]
-    args = _upload_inputs(backend, inputs, {a["p"]: p, a["m"]: m, a["g"]: g})
+    args = _upload_inputs(backend, graph, {a["p"]: p, a["m"]: m, a["g"]: g})
     for _ in range(3):  # three training steps, each feeding the last one's results back
         results = backend.execute_computation(handle, args, device)
         p, m = _sgd_eager(p, m, g)
@@ -165,9 +165,9 @@ def test_donated_results_overwrite_their_arguments_in_place(tmp_path) -> None:
 def test_a_donated_buffer_passed_twice_is_read_before_it_is_written() -> None:
     """The same buffer as the donated ``p`` and as ``g``: ``g`` gets a private copy."""
     backend = use_backend("iree-cpu")
-    comp, inputs, a, r, host = _sgd_graph(backend)
+    comp, graph, a, r, host = _sgd_graph(backend)
     [handle] = backend.compile([comp], donated=[{a["p"]: r["p"]}])
-    args = _upload_inputs(backend, inputs, {a["p"]: host["p"], a["m"]: host["m"], a["g"]: host["g"]})
+    args = _upload_inputs(backend, graph, {a["p"]: host["p"], a["m"]: host["m"], a["g"]: host["g"]})
     args[a["g"]] = args[a["p"]]
     results = backend.execute_computation(handle, args, backend.default_device())
     want_p, want_m = _sgd_eager(host["p"], host["m"], host["p"])
@@ -236,14 +236,11 @@ def test_donation_only_where_iree_cannot_read_the_overwritten_value(name: str, p
     leaf = a._lz_value().node
     graph = build_graph([t._lz_value() for t in program(a)])
     comp = backend.lower(graph)
-    index = next(i for i, x in enumerate(graph.inputs) if x is leaf)
-    [handle] = backend.compile([comp], donated=[{index: 0}])
+    assert [x for x in graph.inputs if isinstance(x, DeviceData)] == [leaf]
+    [handle] = backend.compile([comp], donated=[{0: 0}])  # device data come first: ``a`` is argument 0
     assert bool(handle.donated) == donates
     device = backend.default_device()
-    args = [backend.make_backend_data(host, device) if x is leaf else
-            backend.make_backend_data(torch.tensor(x.value, dtype=x.metas[0].dtype), device)
-            for x in graph.inputs]
-    assert not any(isinstance(x, DeviceData) and x is not leaf for x in graph.inputs)
+    args = _upload_inputs(backend, graph, {0: host})
     results = backend.execute_computation(handle, args, device)
     for got, want in zip(results, program(host)):
         torch.testing.assert_close(backend.to_host(got), want)

@@ -27,6 +27,15 @@ _IN_PLACE_OP = re.compile(
     r"^torch\.aten\.(?:\w*scatter\w*|_?index_put\w*|_index_put_impl\w*|index_(?:add|copy|fill|reduce)\w*"
     r"|\w*sort\w*|topk|kthvalue|median\w*|nanmedian\w*|mode|put\w*|unique\w*)(?:\.\w+)?$"
 )
+# Ops that read only their operands' shape and dtype (or make a scalar): their
+# results are new buffers that can never be an argument's, so what reaches
+# them does not reach what they make. Without this, ``grad.new_zeros(...)``
+# as the destination of a scatter (every decomposed select/slice backward)
+# marked each weight feeding ``grad`` as written, and every step copied them.
+_FRESH_OP = re.compile(
+    r"^torch\.aten\.(?:new_(?:zeros|ones|empty|full)\w*|\w+_like|empty\w*|zeros|ones|full|size|dim|numel|item)"
+    r"(?:\.\w+)?$"
+)
 _ARG = re.compile(r"%(arg\d+)\b")
 _VALUE = re.compile(r"%([\w.$-]+)(?:#\d+)?")
 _RESULTS = re.compile(r"^\s*((?:%[\w.$-]+(?::\d+)?)(?:\s*,\s*%[\w.$-]+)*)\s*=\s*([\w.]+)(.*)$")
@@ -54,7 +63,10 @@ def written_arguments(mlir: str) -> frozenset[int]:
             continue
         results, op, rest = m.groups()
         operands = _operands(rest)
-        reach = frozenset().union(*(deps.get(o, frozenset()) for o in operands)) if operands else frozenset()
+        if not operands or _FRESH_OP.match(op):
+            reach: frozenset[int] = frozenset()
+        else:
+            reach = frozenset().union(*(deps.get(o, frozenset()) for o in operands))
         for r in results.split(","):
             deps[r.strip().lstrip("%").split(":")[0]] = reach
         if operands and _IN_PLACE_OP.match(op):

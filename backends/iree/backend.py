@@ -42,6 +42,8 @@ if the two differ.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -52,7 +54,7 @@ from lazy_core.backend import BackendData, BackendDevice, CompileError
 
 from ..disk_cache import DiskCache
 from ..mlir_backend import MlirBackend
-from . import dtypes, transfer
+from . import aliasing, donation, dtypes, transfer
 from .aliasing import written_arguments
 from .compiler import compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
@@ -134,6 +136,12 @@ class IreeBackend(MlirBackend):
     def cache_key(self) -> str:
         return f"{self.name}|{self.config.cache_key()}|iree-{self._compiler_version}"
 
+    def persistent_key(self) -> str:
+        """Also the artifact format and the rules computing what is stored with
+        each vmfb (written arguments, applied donations), so a graph-cache entry
+        made by older rules is never loaded."""
+        return f"{self.cache_key()}|{_ARTIFACT_FORMAT}|{_RULES_DIGEST}"
+
     # -- data ---------------------------------------------------------------------
     def make_backend_data(self, tensor: torch.Tensor, device: BackendDevice) -> BackendData:
         if tensor.dim() == 0:
@@ -168,7 +176,8 @@ class IreeBackend(MlirBackend):
         lets an edited script (lines moved) keep its cached executables.
         Donation changes the compiled function's signature, so it is keyed.
         """
-        parts = [_ARTIFACT_FORMAT, computation.to_string(), self.config.cache_key(), self._compiler_version]
+        parts = [_ARTIFACT_FORMAT, _RULES_DIGEST, computation.to_string(), self.config.cache_key(),
+                 self._compiler_version]
         if donated:
             parts.append("donate:" + key_suffix(donated))
         return DiskCache.key(*parts)
@@ -208,9 +217,21 @@ class IreeBackend(MlirBackend):
             try:
                 text = self.source_text(computation, form)
                 applied: dict[int, int] = {}
+                vmfb = None
                 if donated:
-                    text, applied = donate_arguments(text, computation.func_name, donated)
-                vmfb = compile_vmfb(text, self.config, computation.func_name, form)
+                    donating, applied = donate_arguments(text, computation.func_name, donated)
+                    if applied:
+                        try:
+                            vmfb = compile_vmfb(donating, self.config, computation.func_name, form)
+                            text = donating
+                        except CompileError:
+                            # Donation is an optimization: IREE's torch input rejects some
+                            # mutable arguments (i64 ones: an si64/i64 materialization).
+                            # The functional form of the same graph is always correct.
+                            metrics.counter_add("iree_donation_compile_error")
+                            applied = {}
+                if vmfb is None:
+                    vmfb = compile_vmfb(text, self.config, computation.func_name, form)
             except CompileError as e:
                 errors.append(e)
                 continue
@@ -370,10 +391,14 @@ def _shared_donations(views: list, donated: Mapping[int, int]) -> set[int]:
     return out
 
 
-#: Bump when the cached payload's layout changes, or when ``donation``'s rule
-#: for which pairs are safe changes (the applied pattern is cached): old
-#: entries then never match.
+#: Bump when the cached payload's layout changes: old entries then never match.
 _ARTIFACT_FORMAT = "iree-artifact-5"
+#: The sources of the rules whose answers are cached with each vmfb (which
+#: arguments compiled code may write; which donations are safe): editing
+#: either invalidates old entries by itself.
+_RULES_DIGEST = hashlib.sha256(
+    "".join(inspect.getsource(m) for m in (aliasing, donation)).encode()
+).hexdigest()[:16]
 
 
 def _pack_artifact(vmfb: bytes, written: frozenset[int], donated: Mapping[int, int]) -> bytes:
