@@ -32,6 +32,19 @@ if TYPE_CHECKING:
     from .views import Storage
 
 
+def dead_inputs(graph: LazyGraph, live: Iterable[Storage]) -> list[DeviceData]:
+    """The graph's device-data inputs that nothing can read after it runs.
+
+    At a full barrier (see above) these are the inputs no live storage holds
+    and no view pinned: their buffers may be donated, and the executor drops
+    its own references to them once the execution has its arguments, so the
+    last graph (kept for diagnostics) does not keep old weights alive.
+    """
+    held = {id(s.value.node) for s in live}
+    return [leaf for leaf in graph.inputs
+            if isinstance(leaf, DeviceData) and not leaf.pinned and id(leaf) not in held]
+
+
 def plan_donations(graph: LazyGraph, live: Iterable[Storage]) -> dict[int, int]:
     """``{device-data input index: result index}`` for buffers that may be reused.
 
@@ -48,14 +61,14 @@ def plan_donations(graph: LazyGraph, live: Iterable[Storage]) -> dict[int, int]:
     program.
     """
     live = list(live)
-    held = {id(s.value.node) for s in live}
+    dead = {id(leaf) for leaf in dead_inputs(graph, live)}
     index: dict[int, int] = {}
     k = -1
     for leaf in graph.inputs:
         if not isinstance(leaf, DeviceData):
             continue
         k += 1
-        if not leaf.pinned and id(leaf) not in held:
+        if id(leaf) in dead:
             index[id(leaf)] = k
     if not index:
         return {}
@@ -63,7 +76,7 @@ def plan_donations(graph: LazyGraph, live: Iterable[Storage]) -> dict[int, int]:
     plan: dict[int, int] = {}
     taken: set[int] = set()
     for s in live:
-        prev = s.previous
+        prev = s.previous() if s.previous is not None else None
         r = result_of.get(id(s.value))
         if prev is None or r is None or r in taken or id(prev) not in index:
             continue

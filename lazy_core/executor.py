@@ -27,7 +27,7 @@ import torch
 from . import metrics, source_location
 from .async_exec import PendingBatch, PendingData, Worker, enabled_by_default, resolve
 from .backend import BackendImpl, CompileError
-from .donation import plan_donations
+from .donation import dead_inputs, plan_donations
 from .graph import ArgumentLayout, LazyGraph, build_graph
 from .ir import DeviceData, Output, ScalarParam
 from .registry import active_backend
@@ -168,6 +168,11 @@ class GraphExecutor:
                 hosts.append(torch.tensor(node.value, dtype=node.metas[0].dtype))
                 continue
             assert isinstance(node, DeviceData)
+            if node.data is None:
+                raise RuntimeError(
+                    "lazy_core internal error: a tensor reads device data released after a step "
+                    "(lazy_core.donation.dead_inputs found nothing holding it); please report this"
+                )
             data = resolve(node.data)
             with metrics.timed("transfer_to_host"):
                 host = self._worker.run_sync(lambda d=data: backend.to_host(d))
@@ -226,7 +231,11 @@ class GraphExecutor:
         with metrics.timed("build_graph"):
             graph = build_graph(roots)
         metrics.counter_add(f"execute_reason::{reason.split(' ')[0]}")
-        donated = self._donations(backend, graph, reason)
+        # At mark_step every live pending tensor is in the graph (the paper's
+        # full barrier): inputs no live tensor holds are dead after it runs.
+        live = self.live_storages() if reason == "mark_step" else None
+        dead = dead_inputs(graph, live) if live is not None else []
+        donated = self._donations(backend, graph, live)
         key = (graph.key, tuple(donated.items())) if donated else graph.key
         entry = self._cache.get(key)
         for hook in self.pre_hooks:
@@ -287,6 +296,11 @@ class GraphExecutor:
             results = batch.placeholders(n_roots)
         else:
             results = self._worker.run_sync(run)
+        # The execution holds its arguments (data_args); release dead inputs'
+        # buffers from the graph's nodes, which stay reachable from
+        # last_graph() until the next execution.
+        for leaf in dead:
+            leaf.data = None
         produced: dict[tuple[int, int], Output] = {}
         for out, data in zip(roots, results):
             produced[id(out.node), out.index] = Output(DeviceData(data, out.meta, out.node.location))
@@ -298,16 +312,16 @@ class GraphExecutor:
             hook(graph, entry, reason)
         return produced
 
-    def _donations(self, backend: BackendImpl, graph: LazyGraph, reason: str) -> dict[int, int]:
+    def _donations(self, backend: BackendImpl, graph: LazyGraph, live: list[Storage] | None) -> dict[int, int]:
         """The buffer-donation plan for this execution, or {} (lazy_core.donation).
 
         Only at ``mark_step()``, where every live pending tensor is in the
         graph, and only for backends that take ``donated=``. ``LAZY_DONATE=0``
         turns it off.
         """
-        if reason != "mark_step" or not backend.supports_donation or not _donation_enabled():
+        if live is None or not backend.supports_donation or not _donation_enabled():
             return {}
-        plan = plan_donations(graph, self.live_storages())
+        plan = plan_donations(graph, live)
         if plan:
             data = [leaf.data for leaf in graph.inputs if isinstance(leaf, DeviceData)]
             # A queued result (PendingData) is a fresh buffer of the backend's own.

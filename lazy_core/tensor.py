@@ -12,6 +12,7 @@ eagerly on the CPU through ``lazy_core.fallback``.
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 import torch
@@ -109,7 +110,8 @@ class LazyTensor(torch.Tensor):
             new = record_output(aten.clone.default, (new,), {})
         storage = self._lz_storage
         if isinstance(storage.value.node, DeviceData):
-            storage.previous = storage.value.node
+            # Weakly: holding it would keep the old buffer alive after the step.
+            storage.previous = weakref.ref(storage.value.node)
         if not self._lz_view:
             storage.value = new
             executor().track(storage)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import gc
+import weakref
 
 import torch
 from conftest import use_backend
@@ -51,6 +53,17 @@ def test_each_old_buffer_goes_to_its_own_tensors_new_value_first(eager_backend):
     by_input = {data[i]: outputs[r] for i, r in plan.items()}
     assert by_input[a_old] is a._lz_value() and by_input[b_old] is b._lz_value()
     torch.testing.assert_close(t.cpu(), torch.full((3,), 2.0))
+
+
+def test_an_updated_tensors_old_buffer_is_freed_after_the_step(eager_backend):
+    p = _materialized(torch.zeros(1000).to("lazy"))
+    old = weakref.ref(p._lz_value().node.data.handle)  # the eager backend's buffer: a CPU tensor
+    p.add_(1)
+    _materialized(p)
+    gc.collect()
+    assert old() is None, "the last graph (kept for diagnostics) still holds the old weights"
+    torch.testing.assert_close(p.cpu(), torch.ones(1000))
+    assert executor().last_graph() is not None
 
 
 def test_a_live_tensor_still_holding_the_buffer_blocks_donation(eager_backend):
