@@ -315,9 +315,9 @@ class GraphExecutor:
     def _donations(self, backend: BackendImpl, graph: LazyGraph, live: list[Storage] | None) -> dict[int, int]:
         """The buffer-donation plan for this execution, or {} (lazy_core.donation).
 
-        Only at ``mark_step()``, where every live pending tensor is in the
-        graph, and only for backends that take ``donated=``. ``LAZY_DONATE=0``
-        turns it off.
+        ``live`` is given only at ``mark_step()``, where every live pending
+        tensor is in the graph; only backends that take ``donated=`` get a
+        plan. ``LAZY_DONATE=0`` turns it off.
         """
         if live is None or not backend.supports_donation or not _donation_enabled():
             return {}
