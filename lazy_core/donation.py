@@ -45,7 +45,9 @@ def dead_inputs(graph: LazyGraph, live: Iterable[Storage]) -> list[DeviceData]:
             if isinstance(leaf, DeviceData) and not leaf.pinned and id(leaf) not in held]
 
 
-def plan_donations(graph: LazyGraph, live: Iterable[Storage]) -> dict[int, int]:
+def plan_donations(
+    graph: LazyGraph, live: Iterable[Storage], dead: list[DeviceData] | None = None
+) -> dict[int, int]:
     """``{device-data input index: result index}`` for buffers that may be reused.
 
     Input indices count only the graph's ``DeviceData`` inputs (the order in
@@ -58,17 +60,17 @@ def plan_donations(graph: LazyGraph, live: Iterable[Storage]) -> dict[int, int]:
     held it (a parameter's or a moment's update: compilers can write that
     in place elementwise), then to the first unpaired result of its shape
     and dtype, so the plan is the same for every step that traces the same
-    program.
+    program. ``dead`` is ``dead_inputs(graph, live)`` if the caller has it.
     """
     live = list(live)
-    dead = {id(leaf) for leaf in dead_inputs(graph, live)}
+    dead_ids = {id(leaf) for leaf in (dead_inputs(graph, live) if dead is None else dead)}
     index: dict[int, int] = {}
     k = -1
     for leaf in graph.inputs:
         if not isinstance(leaf, DeviceData):
             continue
         k += 1
-        if id(leaf) in dead:
+        if id(leaf) in dead_ids:
             index[id(leaf)] = k
     if not index:
         return {}

@@ -138,9 +138,10 @@ class GraphExecutor:
     # -- barriers ----------------------------------------------------------------
     def mark_step(self) -> None:
         """Execute every live pending tensor in one graph."""
-        pending = self.pending_storages()
+        live = self.live_storages()
+        pending = [s for s in live if not s.value.node.is_leaf()]
         if pending:
-            self._execute(pending, [], "mark_step")
+            self._execute(pending, [], "mark_step", live)
         metrics.counter_add("mark_step")
         for hook in self.step_hooks:
             hook()
@@ -214,7 +215,16 @@ class GraphExecutor:
         return [s for s in self.pending_storages() if touches(s.value.node)]
 
     # -- execution -------------------------------------------------------------------
-    def _execute(self, storages: list[Storage], extra: list[Output], reason: str) -> dict[tuple[int, int], Output]:
+    def _execute(
+        self, storages: list[Storage], extra: list[Output], reason: str, live: list[Storage] | None = None
+    ) -> dict[tuple[int, int], Output]:
+        """Run the graph of ``storages``' pending values (plus ``extra`` outputs).
+
+        ``live`` (every live storage) is passed by ``mark_step()`` alone: there
+        every live pending tensor is in the graph (the paper's full barrier),
+        so inputs no live tensor holds are dead after it runs and may be
+        donated and released.
+        """
         backend = active_backend()
         if self._cache_backend is not backend:
             self._cache.clear()
@@ -231,11 +241,8 @@ class GraphExecutor:
         with metrics.timed("build_graph"):
             graph = build_graph(roots)
         metrics.counter_add(f"execute_reason::{reason.split(' ')[0]}")
-        # At mark_step every live pending tensor is in the graph (the paper's
-        # full barrier): inputs no live tensor holds are dead after it runs.
-        live = self.live_storages() if reason == "mark_step" else None
         dead = dead_inputs(graph, live) if live is not None else []
-        donated = self._donations(backend, graph, live)
+        donated = self._donations(backend, graph, live, dead)
         key = (graph.key, tuple(donated.items())) if donated else graph.key
         entry = self._cache.get(key)
         for hook in self.pre_hooks:
@@ -312,7 +319,9 @@ class GraphExecutor:
             hook(graph, entry, reason)
         return produced
 
-    def _donations(self, backend: BackendImpl, graph: LazyGraph, live: list[Storage] | None) -> dict[int, int]:
+    def _donations(
+        self, backend: BackendImpl, graph: LazyGraph, live: list[Storage] | None, dead: list[DeviceData]
+    ) -> dict[int, int]:
         """The buffer-donation plan for this execution, or {} (lazy_core.donation).
 
         ``live`` is given only at ``mark_step()``, where every live pending
@@ -321,7 +330,7 @@ class GraphExecutor:
         """
         if live is None or not backend.supports_donation or not _donation_enabled():
             return {}
-        plan = plan_donations(graph, live)
+        plan = plan_donations(graph, live, dead)
         if plan:
             data = [leaf.data for leaf in graph.inputs if isinstance(leaf, DeviceData)]
             # A queued result (PendingData) is a fresh buffer of the backend's own.
