@@ -2,9 +2,11 @@
 
 Built by the executor at a barrier. The post-order is deterministic (operands
 visited left to right), leaves are numbered in first-visit order, and the
-graph key combines node hashes (computed when nodes were made) with operand
-positions, so two steps that trace the same program get the same key and
-hit the computation cache, while ``a + b`` and ``a + a`` do not collide.
+graph key pairs each node's static id (an exact signature id, assigned when
+the node was made) with its operands' positions, so two steps that trace the
+same program get the same key and hit the computation cache, while ``a + b``
+and ``a + a``, or ``x[:, -1]`` and ``x[:, -2]``, get different keys. Key
+equality is structural equality; the key's hash only picks a bucket.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
 class GraphKey:
     """A graph's in-process cache key: its parts hashed once.
 
-    The parts are a tuple with an entry per node; hashing it costs ~0.1 ms for
-    a 1,000-node training step, and the executor's cache, the diagnostics and
-    the step guard each look the key up at every barrier.
+    The parts are a tuple with an entry per node, ``(static id,)`` for a leaf
+    and ``(static id, operand positions)`` for an op; static ids are exact
+    (lazy_core.ir), so equal parts mean the same computation. Hashing them
+    costs ~0.1 ms for a 1,000-node training step, and the executor's cache,
+    the diagnostics and the step guard each look the key up at every barrier.
     """
 
     __slots__ = ("parts", "_hash")
@@ -179,11 +183,20 @@ def _meta_text(meta: TensorMeta | None) -> str:
 
 
 def _stable_value(x: object, pos: dict[int, int]) -> str:
-    """A constant (or operand reference) as process-independent text."""
+    """A constant (or operand reference) as process-independent text.
+
+    Distinct constants must give distinct text: repr() keeps 1, 1.0 and True
+    apart, and -0.0 from 0.0; lists and tuples are written differently.
+    """
     if isinstance(x, Output):
         return f"%{pos[id(x.node)]}#{x.index}"
-    if isinstance(x, list | tuple):
+    if isinstance(x, list):
         return "[" + ",".join(_stable_value(v, pos) for v in x) + "]"
+    if isinstance(x, tuple):
+        return "(" + ",".join(_stable_value(v, pos) for v in x) + ")"
+    if isinstance(x, float) and x != x:
+        # repr() writes every NaN as "nan"; hex() keeps its sign.
+        return x.hex()
     if isinstance(x, torch.Tensor):
         # repr() elides the middle of large tensors: hash every byte instead.
         flat = x.detach().cpu().contiguous().reshape(-1)
@@ -227,12 +240,12 @@ def build_graph(outputs: list[Output]) -> LazyGraph:
                 # that can be pending inputs; operand-free ops (factories) are not.
                 if node.is_leaf():
                     inputs.append(node)
-                    key_parts.append((node.hash,))
+                    key_parts.append((node.sid,))
                     continue
                 nodes.append(node)
-                key_parts.append((node.hash, ()))
+                key_parts.append((node.sid, ()))
             else:
                 nodes.append(node)
-                key_parts.append((node.hash, tuple([(positions[id(o.node)], o.index) for o in operands])))
+                key_parts.append((node.sid, tuple([(positions[id(o.node)], o.index) for o in operands])))
     out_key = tuple([(positions[id(o.node)], o.index) for o in outputs])
     return LazyGraph(nodes, inputs, list(outputs), GraphKey((tuple(key_parts), out_key)), positions)

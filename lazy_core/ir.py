@@ -2,10 +2,13 @@
 
 A Node holds the op, its arguments (tensor operands appear as ``Output``
 objects inside ``args``/``kwargs``, everything else as constants), the
-shape/dtype of each result, the user's source location and a structural hash
-computed once at construction. Hashing at construction is what makes the
-graph key cheap at ``mark_step()`` time: the executor combines node hashes
-instead of re-walking arguments.
+shape/dtype of each result, the user's source location and a static id: an
+integer naming the node's exact signature (op, constants with their types,
+operand types, result types), one per distinct signature (the tracer's
+shape cache interns them with ``new_static_id``). Ids are exact, never
+hashes: the graph key is built from them and operand positions, so two
+graphs have equal keys only when they are the same computation (``hash(-1) == hash(-2)`` in CPython, and ``1 == 1.0 ==
+True``; neither may make a cache reuse the wrong graph).
 
 Leaves are ``DeviceData`` (a buffer already on the backend device) and
 ``ScalarParam`` (a Python number that becomes a computation argument, so a
@@ -14,6 +17,7 @@ learning rate that changes every step does not change the graph).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, NamedTuple
 
 import torch
@@ -25,7 +29,7 @@ class TensorMeta(NamedTuple):
     """Shape, dtype and strides of one value, as the meta kernel reported it.
 
     A NamedTuple rather than a dataclass: metas are hashed on every traced op
-    (they are part of the shape-cache key and of node hashes), and tuple
+    (they are part of the shape-cache key), and tuple
     hashing and comparison run in C.
     """
 
@@ -54,7 +58,7 @@ def _itemsize(dtype: torch.dtype) -> int:
 class Node:
     """One recorded op. Immutable once made; shared freely between graphs."""
 
-    __slots__ = ("op", "args", "kwargs", "operands", "metas", "location", "hash", "__weakref__")
+    __slots__ = ("op", "args", "kwargs", "operands", "metas", "location", "sid", "__weakref__")
 
     def __init__(
         self,
@@ -64,7 +68,7 @@ class Node:
         operands: tuple[Output, ...],
         metas: tuple[TensorMeta | None, ...],
         location: SourceLocation | None,
-        static_hash: int,
+        sid: int,
     ) -> None:
         self.op = op
         self.args = args
@@ -72,12 +76,11 @@ class Node:
         self.operands = operands
         self.metas = metas
         self.location = location
-        # The structural hash: ``static_hash`` covers the op, its constants
-        # (operand slots abstracted) and result metas, and is computed once per
-        # distinct call signature by the tracer's shape cache; operand hashes
-        # are added here. Equal hashes mean "same computation" up to which
-        # device data feed it; the graph key adds operand identity.
-        self.hash = hash((static_hash, *[o.hash for o in operands]))
+        # The exact static signature's id: the op, its type-tagged constants,
+        # its operands' metas and its result metas (interned by the tracer's
+        # shape cache). The graph key pairs it with operand positions
+        # (lazy_core.graph).
+        self.sid = sid
 
     @property
     def name(self) -> str:
@@ -107,7 +110,7 @@ class DeviceData(Node):
         self.metas = (meta,)
         self.location = location
         self.data = data
-        self.hash = hash(("device_data", meta.shape, meta.dtype))
+        self.sid = _device_data_id(meta)
 
     def is_leaf(self) -> bool:
         return True
@@ -116,7 +119,7 @@ class DeviceData(Node):
 class ScalarParam(Node):
     """A Python scalar lifted into a computation argument (a 0-d tensor).
 
-    Its value is not part of the hash: only its type is. 0 and 1 are never
+    Its value is not part of its identity: only its type is. 0 and 1 are never
     lifted (the compiler should fold them), see ``lazy_core.op_schema``.
     """
 
@@ -127,8 +130,8 @@ class ScalarParam(Node):
         self.args = ()
         self.kwargs = {}
         self.operands = ()
-        # Shared metas and hashes: one of these is made per scalar per traced op.
-        self.metas, self.hash = _FLOAT_PARAM if isinstance(value, float) else _INT_PARAM
+        # Shared metas and ids: one of these is made per scalar per traced op.
+        self.metas, self.sid = _FLOAT_PARAM if isinstance(value, float) else _INT_PARAM
         self.location = location
         self.value = value
 
@@ -136,8 +139,35 @@ class ScalarParam(Node):
         return True
 
 
+_ids = itertools.count(1)
+
+
+def new_static_id() -> int:
+    """A fresh static id, never handed out before in this process.
+
+    Ids are never reused (a table that forgets a signature gives it a new id
+    next time), so a stale id in some cache can only miss, never match a
+    different signature.
+    """
+    return next(_ids)
+
+
+_device_data_ids: dict[TensorMeta, int] = {}
+
+
+def _device_data_id(meta: TensorMeta) -> int:
+    """The static id of a device-data leaf of type ``meta`` (its full meta:
+    shape, dtype and strides, exactly as the lowering sees it)."""
+    sid = _device_data_ids.get(meta)
+    if sid is None:
+        if len(_device_data_ids) >= 65536:
+            _device_data_ids.clear()
+        sid = _device_data_ids[meta] = new_static_id()
+    return sid
+
+
 def _param_kind(dtype: torch.dtype) -> tuple[tuple[TensorMeta], int]:
-    return (TensorMeta((), dtype, ()),), hash(("scalar_param", dtype))
+    return (TensorMeta((), dtype, ()),), new_static_id()
 
 
 _FLOAT_PARAM = _param_kind(torch.float64)
@@ -147,12 +177,11 @@ _INT_PARAM = _param_kind(torch.int64)
 class Output:
     """Result ``index`` of ``node``: what a lazy tensor's value refers to."""
 
-    __slots__ = ("node", "index", "hash", "meta")
+    __slots__ = ("node", "index", "meta")
 
     def __init__(self, node: Node, index: int = 0) -> None:
         self.node = node
         self.index = index
-        self.hash = hash((node.hash, index))
         #: Shape/dtype/strides of this value (read on every traced op, so stored).
         self.meta: TensorMeta = node.metas[index]  # type: ignore[assignment]
 

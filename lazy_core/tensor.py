@@ -20,7 +20,7 @@ import torch
 from . import fallback, metrics, source_location
 from . import registry as _registry
 from .executor import executor
-from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
+from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
 from .op_schema import OpPlan, plan
 from .registry import active_backend
@@ -177,15 +177,28 @@ class LazyTensor(torch.Tensor):
         return super().to(*args, **kwargs)
 
     def numpy(self, *, force: bool = False) -> Any:
-        return materialize(self, "numpy").numpy(force=force) if not self.requires_grad else \
-            materialize(self, "numpy").detach().numpy()
+        """Refused as PyTorch refuses it for every non-CPU tensor (cuda, meta):
+        an array sharing memory with a device value cannot exist, and the
+        memoized host copy must not be handed out (writes to it would change
+        this tensor). ``force=True`` is ``detach().cpu()...numpy()``, a copy,
+        as in PyTorch."""
+        if not force:
+            raise TypeError(
+                f"can't convert {self.device.type} device type tensor to numpy. "
+                "Use Tensor.cpu() to copy the tensor to host memory first."
+            )
+        return self.detach().cpu().resolve_conj().resolve_neg().numpy()
 
     def tolist(self) -> Any:
         return materialize(self, "tolist").tolist()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        arr = materialize(self, "numpy").detach().numpy()
-        return arr.astype(dtype) if dtype is not None else arr
+        """A copy, always (``np.asarray(t)``, ``np.array(t)``): never the
+        memoized host value, which later reads of this tensor return."""
+        if copy is False:
+            raise ValueError("Unable to avoid copy while creating an array as requested.")
+        arr = materialize(self, "numpy").detach().numpy().copy()
+        return arr.astype(dtype, copy=False) if dtype is not None else arr
 
     def __reduce_ex__(self, proto: int) -> Any:
         # Saved as CPU tensors: a checkpoint must not depend on a live backend.
@@ -213,7 +226,10 @@ class _Slot:
         self.i = i
 
 
-# (id(op), arg key) -> (metas, output template, static hash of op + key + metas)
+# (id(op), arg key) -> (metas, output template, static id). The arg key is
+# exact: constants are type-tagged (``_const_key``), so the dict's equality
+# test is structural identity, and the entry's static id names the signature
+# in graph keys (lazy_core.ir, lazy_core.graph).
 _shape_cache: dict[tuple, tuple[tuple[TensorMeta | None, ...], Any, int]] = {}
 _SHAPE_CACHE_LIMIT = int(os.environ.get("LAZY_SHAPE_CACHE_SIZE", "100000"))
 
@@ -264,9 +280,23 @@ class _Converter:
                 return c, (t, tuple(c))
             pairs = [self.conv(v, scalar_ok) for v in x]
             return t(p[0] for p in pairs), (t, tuple(p[1] for p in pairs))
-        if t is float and x != x:
-            return x, ("nan",)
-        return x, x
+        return x, _const_key(x, t)
+
+
+def _const_key(x: Any, t: type) -> Any:
+    """The shape-cache key of constant ``x``: equal keys only for the same
+    value of the same type.
+
+    Python's equality is not identity: ``1 == 1.0 == True``, ``0 == -0.0 ==
+    False`` and ``nan != nan``. Each constant is tagged with its type, and a
+    float is keyed by its exact bits (``hex()`` keeps -0.0 apart from 0.0 and
+    makes NaN equal to itself).
+    """
+    if t is float:
+        return (float, x.hex())
+    if t is complex:
+        return (complex, x.real.hex(), x.imag.hex())
+    return (t, x)
 
 
 def _meta_arg(x: Any) -> Any:
@@ -319,10 +349,13 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
             raise _Untraceable(f"{type(e).__name__}: {e}") from e
     metas: list[TensorMeta | None] = []
     template = _template(result, metas)
-    metas_t = tuple(metas)
-    entry = (metas_t, template, hash((cache_key, metas_t)))
-    if len(_shape_cache) < _SHAPE_CACHE_LIMIT:
-        _shape_cache[cache_key] = entry
+    # The metas follow from the key, so the key alone names the signature.
+    entry = (tuple(metas), template, new_static_id())
+    if len(_shape_cache) >= _SHAPE_CACHE_LIMIT:
+        # Forgotten signatures get new ids when seen again: graphs holding
+        # the old ids miss the computation cache once, never match wrongly.
+        _shape_cache.clear()
+    _shape_cache[cache_key] = entry
     return entry
 
 
@@ -386,8 +419,8 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
         ckwargs = {}
         key = (tuple(akeys), ())
     cargs_t = tuple(cargs)
-    metas, template, static_hash = _infer(op, p, cargs_t, ckwargs, key)
-    node = Node(op, cargs_t, ckwargs, tuple(operands), metas, location, static_hash)
+    metas, template, sid = _infer(op, p, cargs_t, ckwargs, key)
+    node = Node(op, cargs_t, ckwargs, tuple(operands), metas, location, sid)
     _counters["trace_op"] += 1
     return node, template
 
