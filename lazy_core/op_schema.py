@@ -35,6 +35,19 @@ _CONSTANT_SCALAR_OPS |= {
 }
 
 
+# Ops whose meta kernels skip the dtype checks their CPU kernels make (found
+# by running each with mixed dtypes on "meta" and on the CPU): ``mm(float32,
+# int64)`` raises on the CPU and passes on meta, so lazy raised only at the
+# read, after a compile failure. When such an op's tensor operands have mixed
+# dtypes, the tracer asks the CPU kernel (lazy_core.tensor._cpu_dtype_check).
+_CPU_DTYPE_CHECKED = {
+    "mm", "bmm", "addmm", "addmv", "mv", "baddbmm", "addbmm", "addr", "dot", "vdot",
+    "convolution", "_convolution", "index_put", "index_put_", "index_add", "index_copy",
+    "nll_loss_forward", "nll_loss2d_forward", "nll_loss_backward", "nll_loss2d_backward",
+    "native_layer_norm", "native_group_norm",
+}
+
+
 @dataclass(slots=True)
 class OpPlan:
     op: Any
@@ -55,6 +68,11 @@ class OpPlan:
     inplace_view: bool = False
     functional: Any = None
     decompose: bool = False
+    # Whether the written results follow PyTorch's canCast rule (in-place ops,
+    # and out= variants of pointwise ops): see ``check_cast``.
+    casts_result: bool = False
+    # Whether the CPU kernel checks dtypes the meta kernel skips (see above).
+    cpu_dtype_check: bool = False
 
 
 # Keyed by id(op): OpOverload.__hash__ is a Python function, and this lookup
@@ -105,7 +123,36 @@ def _make_plan(op: Any) -> OpPlan:
     )
     if p.mutated:
         p.functional = _functional_variant(op, p)
+        p.casts_result = not p.is_out_variant or torch.Tag.pointwise in tags
+    p.cpu_dtype_check = base_name in _CPU_DTYPE_CHECKED
     return p
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """c10's name of ``dtype`` (``Float``, ``Long``, ``Bool``), as PyTorch's errors write it."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        text = torch.empty(0, dtype=dtype).type()  # "torch.LongTensor"
+        name = _DTYPE_NAMES[dtype] = text.removeprefix("torch.").removesuffix("Tensor")
+    return name
+
+
+def check_cast(result: torch.dtype, out: torch.dtype) -> None:
+    """Raise PyTorch's error when an op computing ``result`` may not write it
+    into a tensor of dtype ``out``.
+
+    TensorIterator's rule for in-place and ``out=`` results
+    (``c10::canCast``, ``torch.can_cast``): no float into an integer, no
+    complex into a real, nothing but bool into bool. ``int_t.add_(1.5)``
+    computes a float, and a lazy write-back would otherwise truncate it
+    silently where the CPU raises.
+    """
+    if result is not out and not torch.can_cast(result, out):
+        raise RuntimeError(f"result type {dtype_name(result)} can't be cast to the desired output type "
+                           f"{dtype_name(out)}")
 
 
 def _sig(schema: Any, drop: set[str]) -> tuple:

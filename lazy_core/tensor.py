@@ -22,7 +22,7 @@ from . import registry as _registry
 from .executor import executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
-from .op_schema import OpPlan, plan
+from .op_schema import OpPlan, check_cast, plan
 from .registry import active_backend
 from .views import Storage, ViewStep, split_views
 
@@ -336,6 +336,8 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
     mkwargs = {k: _meta_arg(v) for k, v in kwargs.items()}
     if p.has_device_arg:
         mkwargs["device"] = torch.device("meta")
+    if p.cpu_dtype_check:
+        _cpu_dtype_check(op, margs, mkwargs)
     with metrics.timed("shape_inference"):
         try:
             result = op(*margs, **mkwargs)
@@ -357,6 +359,41 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
         _shape_cache.clear()
     _shape_cache[cache_key] = entry
     return entry
+
+
+_INDEX_ARGS = ("index", "indices")
+
+
+def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict) -> None:
+    """Raise the CPU kernel's own error for an op whose meta kernel skips its
+    dtype checks (``op_schema._CPU_DTYPE_CHECKED``), when its tensor operands
+    have mixed dtypes (index operands aside: they are integers by design).
+
+    The op runs once on zeros of the operands' shapes and dtypes; a kernel
+    that rejects the dtypes raises before computing, and one that accepts
+    them costs one small computation per new signature (the shape cache
+    remembers signatures that passed; one that raised is not remembered, so
+    every call raises).
+    """
+    schema_args = op._schema.arguments
+    dtypes = set()
+    for i, a in enumerate(margs):
+        if isinstance(a, torch.Tensor) and (i >= len(schema_args) or schema_args[i].name not in _INDEX_ARGS):
+            dtypes.add(a.dtype)
+    for name, a in mkwargs.items():
+        if isinstance(a, torch.Tensor) and name not in _INDEX_ARGS:
+            dtypes.add(a.dtype)
+    if len(dtypes) < 2:
+        return
+
+    def cpu(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return torch.zeros(x.shape, dtype=x.dtype)
+        if isinstance(x, list | tuple):
+            return type(x)(cpu(v) for v in x)
+        return x
+
+    op(*cpu(margs), **{k: cpu(v) for k, v in mkwargs.items()})
 
 
 def _normalize_device_kwargs(p: OpPlan, kwargs: dict) -> dict:
@@ -691,6 +728,9 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
     _collect_slots(template, slots)
     if len(slots) < len(flat_targets):
         raise NotImplementedError(f"cannot map results of {p.functional} onto the outputs of {func}")
+    if p.casts_result:
+        for target, slot in zip(flat_targets, slots):
+            check_cast(node.metas[slot.i].dtype, target.dtype)  # type: ignore[union-attr]
     for target, slot in zip(flat_targets, slots):
         if tuple(target.shape) != node.metas[slot.i].shape and p.is_out_variant:
             raise NotImplementedError(

@@ -169,3 +169,78 @@ def test_numpy_array_without_copy_is_refused(backend):
     a = torch.tensor([1.0, 2.0]).to(LAZY)
     with pytest.raises(ValueError, match="avoid copy"):
         np.array(a, copy=False)
+
+
+# -- item 6: PyTorch's type rules at the call -----------------------------------------
+
+
+def _iadd_half(x: torch.Tensor, d: str) -> torch.Tensor:
+    x += 0.5
+    return x
+
+
+_CAST_CASES = {
+    "int_add_float": (lambda: torch.tensor([1, 2]), lambda x, d: x.add_(1.5)),
+    "bool_mul_float": (lambda: torch.tensor([True, False]), lambda x, d: x.mul_(2.0)),
+    "bool_mul_int": (lambda: torch.tensor([True, False]), lambda x, d: x.mul_(2)),
+    "int_iadd_float": (lambda: torch.tensor([1, 2]), _iadd_half),
+    "int_div": (lambda: torch.tensor([1, 2]), lambda x, d: x.div_(2)),
+    "int_sigmoid": (lambda: torch.tensor([1, 2]), lambda x, d: x.sigmoid_()),
+    "int_addcmul_float": (lambda: torch.tensor([1, 2]),
+                          lambda x, d: x.addcmul_(torch.ones(2, device=d), torch.ones(2, device=d))),
+    "out_add_into_long": (lambda: torch.zeros(2, dtype=torch.int64),
+                          lambda x, d: torch.add(torch.ones(2, device=d), torch.ones(2, device=d), out=x)),
+}
+
+
+@pytest.mark.parametrize("case", list(_CAST_CASES), ids=list(_CAST_CASES))
+def test_inplace_result_cast_is_refused_at_the_call(backend, case):
+    make, op = _CAST_CASES[case]
+    with pytest.raises(RuntimeError) as cpu_error:
+        op(make(), "cpu")
+    x = make().to(LAZY)
+    with pytest.raises(RuntimeError) as lazy_error:
+        op(x, LAZY)
+    assert str(lazy_error.value) == str(cpu_error.value)
+    _same(x, make())  # nothing was written
+
+
+@pytest.mark.parametrize("case", ["int_eq_float", "float_ge", "int_mul_int", "long_add_int32"])
+def test_inplace_casts_pytorch_allows(backend, case):
+    make, op = {
+        "int_eq_float": (lambda: torch.tensor([1, 2]), lambda x, d: x.eq_(1.5)),
+        "float_ge": (lambda: torch.tensor([1.0, 2.0]), lambda x, d: x.ge_(torch.ones(2, device=d))),
+        "int_mul_int": (lambda: torch.tensor([1, 2]), lambda x, d: x.mul_(3)),
+        "long_add_int32": (lambda: torch.tensor([1, 2]), lambda x, d: x.add_(torch.ones(2, dtype=torch.int32, device=d))),
+    }[case]
+    _same(op(make().to(LAZY), LAZY), op(make(), "cpu"))
+
+
+_DTYPE_CASES = {
+    "mm_float_long": lambda d: torch.mm(torch.ones(2, 2, device=d), torch.ones(2, 2, dtype=torch.int64, device=d)),
+    "matmul_float_double": lambda d: torch.ones(2, 3, device=d) @ torch.ones(3, 2, dtype=torch.float64, device=d),
+    "linear_float_double": lambda d: F.linear(torch.ones(2, 2, device=d), torch.ones(2, 2, dtype=torch.float64, device=d)),
+    "bmm_float_long": lambda d: torch.bmm(torch.ones(1, 2, 2, device=d), torch.ones(1, 2, 2, dtype=torch.int64, device=d)),
+    "conv_float_double": lambda d: F.conv1d(torch.ones(1, 1, 4, device=d), torch.ones(1, 1, 2, dtype=torch.float64, device=d)),
+    "index_put_float_double": lambda d: torch.zeros(3, device=d).index_put(
+        (torch.tensor([0, 1], device=d),), torch.ones(2, dtype=torch.float64, device=d)),
+    "nll_loss_int32_target": lambda d: F.nll_loss(torch.ones(2, 3, device=d), torch.zeros(2, dtype=torch.int32, device=d)),
+}
+
+
+@pytest.mark.parametrize("case", list(_DTYPE_CASES), ids=list(_DTYPE_CASES))
+def test_dtype_checks_raise_at_the_call(backend, case):
+    op = _DTYPE_CASES[case]
+    with pytest.raises(RuntimeError) as cpu_error:
+        op("cpu")
+    with pytest.raises(RuntimeError) as lazy_error:
+        op(LAZY)  # at the call: no read, no mark_step
+    assert str(lazy_error.value) == str(cpu_error.value)
+
+
+def test_same_dtype_matmul_family_still_traces(backend):
+    a, w = torch.randn(2, 3), torch.randn(4, 3)
+    torch.testing.assert_close(F.linear(a.to(LAZY), w.to(LAZY)).cpu(), F.linear(a, w))
+    idx = torch.tensor([0, 2])
+    _same(torch.zeros(3).to(LAZY).index_put((idx.to(LAZY),), torch.ones(2).to(LAZY)),
+          torch.zeros(3).index_put((idx,), torch.ones(2)))
