@@ -54,11 +54,12 @@ from lazy_core.backend import BackendData, BackendDevice, CompileError
 
 from ..disk_cache import DiskCache
 from ..mlir_backend import MlirBackend
-from . import aliasing, donation, dtypes, transfer
+from . import aliasing, donation, dtypes, rewrites, transfer
 from .aliasing import written_arguments
 from .compiler import compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
 from .donation import donate_arguments, key_suffix, normalize, results_in_order
+from .rewrites import rewrite_for_iree
 from .memo import (
     clear_memory_caches,
     exe_memo,
@@ -163,11 +164,16 @@ class IreeBackend(MlirBackend):
 
     # -- compile ----------------------------------------------------------------------
     def source_text(self, computation: lowering.Computation, form: str) -> str:
-        """The MLIR handed to iree-compile in input ``form`` (raw, torch or linalg)."""
+        """The MLIR handed to iree-compile in input ``form`` (raw, torch or linalg).
+
+        Torch-dialect forms go through ``rewrites`` first: constant fills become
+        splat literals, which IREE does not miscompile (see that module).
+        """
         if form == "raw":
-            return computation.mlir
-        target = "linalg-on-tensors" if form == "linalg" else "torch"
-        return lowering.lower(computation, target).mlir
+            return rewrite_for_iree(computation.mlir)
+        if form == "linalg":
+            return lowering.lower(computation, "linalg-on-tensors").mlir
+        return rewrite_for_iree(lowering.lower(computation, "torch").mlir)
 
     def compile_key(self, computation: lowering.Computation, donated: Mapping[int, int] | None = None) -> str:
         """The disk-cache key: location-free MLIR, target, flags, forms, donations, compiler version.
@@ -394,10 +400,10 @@ def _shared_donations(views: list, donated: Mapping[int, int]) -> set[int]:
 #: Bump when the cached payload's layout changes: old entries then never match.
 _ARTIFACT_FORMAT = "iree-artifact-5"
 #: The sources of the rules whose answers are cached with each vmfb (which
-#: arguments compiled code may write; which donations are safe): editing
-#: either invalidates old entries by itself.
+#: arguments compiled code may write; which donations are safe; how the
+#: text is rewritten for IREE): editing one invalidates old entries by itself.
 _RULES_DIGEST = hashlib.sha256(
-    "".join(inspect.getsource(m) for m in (aliasing, donation)).encode()
+    "".join(inspect.getsource(m) for m in (aliasing, donation, rewrites)).encode()
 ).hexdigest()[:16]
 
 
