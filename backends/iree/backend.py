@@ -63,7 +63,6 @@ from .rewrites import rewrite_for_iree
 from .memo import (
     clear_memory_caches,
     exe_memo,
-    is_memoized_scalar,
     memo_get,
     memo_put,
     scalar_memo,
@@ -72,6 +71,17 @@ from .memo import (
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
 
 __all__ = ["IreeBackend", "clear_memory_caches", "make_iree_cpu", "make_iree_cuda", "make_iree_vulkan"]
+
+
+class SharedScalarData(BackendData):
+    """A 0-d upload whose buffer equal scalars share (``scalar_memo``): never written.
+
+    The mark travels with the data, so it holds after the memo evicts the
+    buffer: ``can_donate`` refuses it and a donation that reaches it anyway
+    writes into a private copy.
+    """
+
+    __slots__ = ()
 
 
 class IreeExecutableHandle:
@@ -148,12 +158,15 @@ class IreeBackend(MlirBackend):
         if tensor.dim() == 0:
             # Scalar parameters (learning rates, step counts) arrive every step;
             # buffers are immutable, so equal scalars share one device buffer.
+            # The data say so themselves (SharedScalarData), so the buffer is
+            # never donated even after the memo forgot it (any other BackendData
+            # made from it earlier still shares it).
             key = (self.config.device_uri, tensor.dtype, dtypes.to_carrier_numpy(tensor).tobytes())
             view = memo_get(scalar_memo, key)
             if view is None:
                 view = transfer.upload(self.runtime_device, tensor)
                 memo_put(scalar_memo, key, view)
-            return BackendData(view, (), tensor.dtype, device)
+            return SharedScalarData(view, (), tensor.dtype, device)
         with metrics.timed("iree_upload"):
             view = transfer.upload(self.runtime_device, tensor)
         return BackendData(view, tensor.shape, tensor.dtype, device)
@@ -207,8 +220,12 @@ class IreeBackend(MlirBackend):
         return [self._compile_one(c, d) for c, d in zip(computations, donated)]
 
     def can_donate(self, data: BackendData) -> bool:
-        """Whether ``data``'s buffer may be donated: not one shared by equal scalars."""
-        return not is_memoized_scalar(data.handle)
+        """Whether ``data``'s buffer may be donated: not one shared by equal scalars.
+
+        Decided by the data's type, not by the scalar memo: a buffer evicted
+        from the memo is still shared by every BackendData made from it.
+        """
+        return not isinstance(data, SharedScalarData)
 
     def _compile_vmfb(
         self, computation: lowering.Computation, donated: Mapping[int, int] | None = None
@@ -325,7 +342,7 @@ class IreeBackend(MlirBackend):
         donated = executable.donated
         private = set(executable.written_args) - donated.keys()
         if donated:
-            private |= _shared_donations(views, donated)
+            private |= _shared_donations(arguments, donated)
         if private:
             order = sorted(private)
             with metrics.timed("iree_argument_copies"):
@@ -379,20 +396,21 @@ def _shared_results(args: list, outs: list, donated_results: set[int]) -> list[i
     return shared
 
 
-def _shared_donations(views: list, donated: Mapping[int, int]) -> set[int]:
+def _shared_donations(arguments: Sequence[BackendData], donated: Mapping[int, int]) -> set[int]:
     """Arguments to copy so that no donated buffer is read elsewhere.
 
-    A donated memoized scalar is copied itself (equal scalars share it); a
+    A donated shared scalar is copied itself (equal scalars share it); a
     donated view also passed at another index has that other argument copied.
     """
     out: set[int] = set()
+    views = [a.handle for a in arguments]
     donated_ids = {id(views[a]): a for a in donated}
     for i, v in enumerate(views):
         a = donated_ids.get(id(v))
         if a is not None and a != i:
             out.add(i)
     for a in donated:
-        if is_memoized_scalar(views[a]):
+        if isinstance(arguments[a], SharedScalarData):
             out.add(a)
     return out
 

@@ -44,12 +44,6 @@ def memo_put(memo: OrderedDict, key: Any, value: Any) -> None:
             memo.popitem(last=False)
 
 
-def is_memoized_scalar(view: Any) -> bool:
-    """Whether ``view`` is a scalar buffer shared through ``scalar_memo`` (never to be written)."""
-    with _lock:
-        return any(v is view for v in scalar_memo.values())
-
-
 def clear_memory_caches() -> None:
     """Forget compiled and loaded modules kept in this process (not the disk cache)."""
     with _lock:
