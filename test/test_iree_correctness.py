@@ -70,8 +70,9 @@ def test_zero_filled_matmul_operands_match_eager(compiled: lazy_core.BackendImpl
 @pytest.mark.parametrize("kind", ["RNN", "GRU", "LSTM"])
 def test_recurrent_layers_starting_from_zeros_match_eager(compiled: lazy_core.BackendImpl, kind: str) -> None:
     """nn.RNN/GRU/LSTM make their initial state with zeros: they drifted by 0.04-0.26 on iree-cpu."""
-    module = getattr(torch.nn, kind)(8, 16, batch_first=True)
-    x = torch.randn(2, 5, 8)
+    # Sizes where the miscompile showed (it depends on the tiling IREE picks).
+    module = getattr(torch.nn, kind)(4, 8, batch_first=True)
+    x = torch.randn(3, 4, 4)
     with torch.no_grad():
         want = module(x)[0]
         got = copy.deepcopy(module).to("lazy")(x.to("lazy"))[0].cpu()
