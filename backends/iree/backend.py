@@ -59,15 +59,17 @@ from .aliasing import written_arguments
 from .compiler import compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
 from .donation import donate_arguments, key_suffix, normalize, results_in_order
-from .rewrites import rewrite_for_iree
+from .host_target import target_key
 from .memo import (
     clear_memory_caches,
     exe_memo,
     memo_get,
+    memo_pop,
     memo_put,
     scalar_memo,
     vmfb_memo,
 )
+from .rewrites import rewrite_for_iree
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
 
 __all__ = ["IreeBackend", "clear_memory_caches", "make_iree_cpu", "make_iree_cuda", "make_iree_vulkan"]
@@ -124,6 +126,7 @@ class IreeBackend(MlirBackend):
         self.disk_cache = disk_cache if disk_cache is not None else DiskCache("iree")
         self._device: IreeDevice | None = None
         self._compiler_version = compiler_version()
+        self._target_identity: str | None = None
 
     # -- devices ----------------------------------------------------------------
     @property
@@ -145,7 +148,18 @@ class IreeBackend(MlirBackend):
                 f"input {','.join(self.config.input_forms)}, flags {' '.join(self.config.compile_flags) or '-'})")
 
     def cache_key(self) -> str:
-        return f"{self.name}|{self.config.cache_key()}|iree-{self._compiler_version}"
+        return f"{self.name}|{self.target_identity()}|iree-{self._compiler_version}"
+
+    def target_identity(self) -> str:
+        """What decides the compiled code besides the MLIR: the config's key
+        (target backend, input forms, flags), the runtime driver, and the CPU
+        that ``--iree-llvmcpu-target-cpu=host`` resolves to here (see
+        ``host_target``), so no cache hands code built for one CPU to another."""
+        if self._target_identity is None:
+            resolved = target_key(self.config.compile_flags, self._compiler_version, self.disk_cache)
+            self._target_identity = "|".join(
+                [self.config.cache_key(), f"driver={self.config.target.driver}", resolved])
+        return self._target_identity
 
     def persistent_key(self) -> str:
         """Also the artifact format and the rules computing what is stored with
@@ -189,13 +203,14 @@ class IreeBackend(MlirBackend):
         return rewrite_for_iree(lowering.lower(computation, "torch").mlir)
 
     def compile_key(self, computation: lowering.Computation, donated: Mapping[int, int] | None = None) -> str:
-        """The disk-cache key: location-free MLIR, target, flags, forms, donations, compiler version.
+        """The disk-cache key: location-free MLIR, target (resolved CPU, driver, flags, forms), donations,
+        compiler version.
 
         Locations only feed diagnostics, so keying on the text without them
         lets an edited script (lines moved) keep its cached executables.
         Donation changes the compiled function's signature, so it is keyed.
         """
-        parts = [_ARTIFACT_FORMAT, _RULES_DIGEST, computation.to_string(), self.config.cache_key(),
+        parts = [_ARTIFACT_FORMAT, _RULES_DIGEST, computation.to_string(), self.target_identity(),
                  self._compiler_version]
         if donated:
             parts.append("donate:" + key_suffix(donated))
@@ -278,17 +293,21 @@ class IreeBackend(MlirBackend):
         return self._artifact(computation)[0]
 
     def _artifact(
-        self, computation: lowering.Computation, donated: Mapping[int, int] | None = None
+        self, computation: lowering.Computation, donated: Mapping[int, int] | None = None, *, from_disk: bool = True
     ) -> tuple[bytes, frozenset[int], dict[int, int]]:
         key = self.compile_key(computation, donated)
         hit = memo_get(vmfb_memo, key)
         if hit is not None:
             metrics.counter_add("iree_memo_hit")
             return hit
-        blob = self.disk_cache.get(key)
+        blob = self.disk_cache.get(key) if from_disk else None
+        artifact = None
         if blob is not None:
-            artifact = _unpack_artifact(blob)
-        else:
+            try:
+                artifact = _unpack_artifact(blob)
+            except ValueError:  # intact bytes of another layout: drop, compile again
+                self.disk_cache.discard(key)
+        if artifact is None:
             artifact = self._compile_vmfb(computation, donated)
             self.disk_cache.put(key, _pack_artifact(*artifact))
         memo_put(vmfb_memo, key, artifact)
@@ -299,7 +318,18 @@ class IreeBackend(MlirBackend):
     ) -> IreeExecutableHandle:
         donated = normalize(donated, len(computation.args), len(computation.results))
         key = self.compile_key(computation, donated)
-        return self._load(key, self._artifact(computation, donated), computation)
+        artifact = self._artifact(computation, donated)
+        try:
+            return self._load(key, artifact, computation)
+        except Exception:
+            # An intact cached vmfb the runtime refuses (another runtime's
+            # format, a damaged module with a matching checksum): delete it and
+            # compile once more, so the next run does not fail on it again.
+            memo_pop(vmfb_memo, key)
+            self.disk_cache.discard(key)
+            metrics.counter_add("iree_cached_module_load_error")
+            artifact = self._artifact(computation, donated, from_disk=False)
+            return self._load(key, artifact, computation)
 
     def _load(self, key: str, artifact: tuple[bytes, frozenset[int], dict[int, int]],
               computation: lowering.Computation) -> IreeExecutableHandle:
@@ -432,7 +462,10 @@ def _pack_artifact(vmfb: bytes, written: frozenset[int], donated: Mapping[int, i
 
 
 def _unpack_artifact(blob: bytes) -> tuple[bytes, frozenset[int], dict[int, int]]:
-    head, _, vmfb = blob.partition(b"\n")
+    """The parts ``_pack_artifact`` stored; ValueError if ``blob`` is not one."""
+    head, sep, vmfb = blob.partition(b"\n")
+    if not sep or not vmfb:
+        raise ValueError("not an IREE artifact")
     written, _, donated = head.decode().partition(";")
     pairs = (p.split(">") for p in donated.split(",") if p)
     return vmfb, frozenset(int(i) for i in written.split(",") if i), {int(a): int(r) for a, r in pairs}

@@ -44,6 +44,12 @@ def memo_put(memo: OrderedDict, key: Any, value: Any) -> None:
             memo.popitem(last=False)
 
 
+def memo_pop(memo: OrderedDict, key: Any) -> None:
+    """Forget ``key`` (an entry that turned out unusable)."""
+    with _lock:
+        memo.pop(key, None)
+
+
 def clear_memory_caches() -> None:
     """Forget compiled and loaded modules kept in this process (not the disk cache)."""
     with _lock:
