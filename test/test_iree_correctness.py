@@ -131,3 +131,28 @@ def test_a_shared_scalar_is_never_donatable(iree_cpu: lazy_core.BackendImpl) -> 
     memo.scalar_memo.clear()  # what eviction does
     assert not iree_cpu.can_donate(shared)
     assert iree_cpu.can_donate(iree_cpu.make_backend_data(torch.ones(3), device))
+
+
+# -- 13.3: an in-place op through a view of a bool tensor, then a read of the base ------------------
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 3, 4), ()])
+@pytest.mark.parametrize("between", ["none", "read", "mark_step"])
+def test_in_place_through_a_view_then_read_of_the_base(compiled: lazy_core.BackendImpl, shape: tuple,
+                                                       between: str) -> None:
+    """``x.transpose(0, -1).logical_not_()`` then ``x / -1.0`` reads the new ``x`` (issue 13.3:
+    iree-cpu was reported to compute from the old one; not reproduced at 68ea5e7 outside the fuzzer)."""
+    x0 = torch.rand(shape) > 0.5
+    keep = torch.tensor(True).to("lazy")  # an equal 0-d upload that shares a buffer with x when 0-d
+    x = x0.to("lazy")
+    x.transpose(0, -1).logical_not_()
+    if between == "read":
+        x.cpu()
+    elif between == "mark_step":
+        lazy_core.mark_step()
+    y = x / -1.0
+    lazy_core.mark_step()
+    want = x0.clone()
+    want.transpose(0, -1).logical_not_()
+    torch.testing.assert_close(y.cpu(), want / -1.0, rtol=0, atol=0)
+    assert torch.equal(x.cpu(), want) and keep.cpu().item() is True
