@@ -108,7 +108,8 @@ class MlirBackend(BackendImpl):
         cache = self.graph_cache()
         if cache is None:
             return None
-        blob = cache.get(self.graph_key(graph, donated))
+        key = self.graph_key(graph, donated)
+        blob = cache.get(key)
         if blob is None:
             return None
         try:
@@ -117,8 +118,12 @@ class MlirBackend(BackendImpl):
             if computation.graph_hash != graph.stable_hash:
                 raise ValueError("entry holds another graph")
             return self.executable_from_bytes(blob[8 + n:], computation), computation
-        except Exception:  # an entry that does not load is a miss: lower and compile again
+        except Exception:
+            # An entry that does not load is a miss: lower and compile again.
+            # Deleted, so the store after that compile replaces it and the next
+            # run loads, instead of failing on the same entry every run.
             metrics.counter_add("graph_cache_load_error")
+            cache.discard(key)
             return None
 
     def store_executable(

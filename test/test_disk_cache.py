@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -111,7 +113,8 @@ def test_corrupt_executable_is_recompiled_and_correct(monkeypatch: pytest.Monkey
     # The graph-keyed entry answers: no lowering, no read of the MLIR-keyed one.
     assert metrics.counter("iree_compile") == 0 and metrics.counter("graph_cache_hit") == 1
     assert "lower" not in metrics.timers() and metrics.counter("disk_cache_hit") == 0
-    entries = sorted(os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs)
+    entries = sorted(os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs
+                     if os.path.relpath(d, tmp_path).split(os.sep)[0] != "host-targets")
     assert sorted(os.path.relpath(e, tmp_path).split(os.sep)[0] for e in entries) == ["graphs", "iree"]
     for entry in entries:  # a bit flips inside each
         with open(entry, "r+b") as f:
@@ -204,3 +207,169 @@ def test_second_process_lowers_and_compiles_nothing(tmp_path, backend_name: str)
         torch.testing.assert_close(r["losses"], r["ref_losses"], rtol=1e-5, atol=1e-6)
         assert r["max_param_diff"] < 1e-5
     assert second["losses"] == first["losses"]
+
+
+# -- issue 14.6: sharing between machines, size, stale files, unloadable entries, modes ------------
+
+
+def test_key_holds_the_cpu_that_host_resolves_to(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """``--iree-llvmcpu-target-cpu=host`` is keyed as IREE's resolved CPU name and features, so a
+    cache shared with a machine whose CPU differs never hands it this machine's code (SIGILL)."""
+    from backends.iree import host_target
+
+    cache = DiskCache("iree", directory=str(tmp_path), enabled=True)
+    here = IreeBackend("iree-cpu", disk_cache=cache)
+    identity = here.target_identity()
+    cpu = host_target.ask_compiler(("--iree-llvmcpu-target-cpu=host",))
+    assert cpu in identity and "cpu=host" not in cpu and "+" in cpu.split("features=")[1]
+    assert "driver=local-task" in identity
+    # Pinned CPUs need no resolution: the flags say it all.
+    assert host_target.target_key(("--iree-llvmcpu-target-cpu=generic",), "v") == ""
+
+    use_backend("iree-cpu")
+    x = torch.randn(4).to("lazy")
+    (x * 3).cpu()
+    computation = here.lower(lazy_core.executor().last_graph())
+    # Another machine: same flags, same compiler, another CPU (as IREE would resolve it there).
+    host_target._resolved.cache_clear()
+    monkeypatch.setattr(host_target, "_cpuinfo_fingerprint", lambda: "another machine")
+    monkeypatch.setattr(host_target, "ask_compiler", lambda flags: "cpu=skylake-avx512;features=+avx512f")
+    there = IreeBackend("iree-cpu", disk_cache=cache)
+    assert there.config.compile_flags == here.config.compile_flags
+    assert there.compile_key(computation) != here.compile_key(computation)
+    assert there.persistent_key() != here.persistent_key()
+    host_target._resolved.cache_clear()
+
+
+def test_host_resolution_is_remembered_on_disk(tmp_path) -> None:
+    """A second process reads the resolved CPU from the cache folder instead of asking the compiler."""
+    from backends.iree import host_target
+
+    cache = DiskCache("iree", directory=str(tmp_path), enabled=True)
+    flags = ("--iree-llvmcpu-target-cpu=host",)
+    host_target._resolved.cache_clear()
+    metrics.reset()
+    first = host_target.target_key(flags, "test-version", cache)
+    assert metrics.counter("host_target_cache_write") == 1
+    host_target._resolved.cache_clear()  # a new process
+    assert host_target.target_key(flags, "test-version", cache) == first
+    assert metrics.counter("host_target_cache_hit") == 1
+    host_target._resolved.cache_clear()
+
+
+def test_size_bound_evicts_least_recently_used(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("LAZY_CACHE_MAX_BYTES", str(10 * 1100))
+    cache = DiskCache("t", directory=str(tmp_path), enabled=True)
+    keys = [DiskCache.key(str(i)) for i in range(10)]
+    for n, k in enumerate(keys[:9]):
+        cache.put(k, bytes(1000))
+        os.utime(cache.path(k), (1000 + n, 1000 + n))  # written in this order, long ago
+    assert cache.get(keys[0]) == bytes(1000)  # used now: the most recent
+    metrics.reset()
+    cache.put(keys[9], bytes(1000))
+    cache.put(DiskCache.key("big"), bytes(2000))
+    sizes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(tmp_path) for f in fs)
+    assert sizes <= 10 * 1100
+    assert metrics.counter("disk_cache_evict") >= 2
+    assert cache.get(keys[0]) is not None  # recently read
+    assert cache.get(keys[1]) is None and cache.get(keys[2]) is None  # the oldest went first
+    assert cache.get(keys[9]) is not None
+
+
+def test_max_bytes_variable_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from backends.disk_cache import DEFAULT_MAX_BYTES, max_bytes
+
+    monkeypatch.delenv("LAZY_CACHE_MAX_BYTES", raising=False)
+    assert max_bytes() == DEFAULT_MAX_BYTES == 2 << 30
+    for text, value in [("512M", 512 << 20), ("1GiB", 1 << 30), ("4096", 4096), ("0", 0)]:
+        monkeypatch.setenv("LAZY_CACHE_MAX_BYTES", text)
+        assert max_bytes() == value
+    monkeypatch.setenv("LAZY_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(ValueError, match="LAZY_CACHE_MAX_BYTES"):
+        DiskCache("t", directory=str(tmp_path))
+
+
+def test_stale_temporary_files_are_removed(tmp_path) -> None:
+    """A writer that died mid-write left ``.tmp-*``; old ones go at the next write, fresh ones stay."""
+    cache = DiskCache("t", directory=str(tmp_path), enabled=True)
+    key = DiskCache.key("x")
+    folder = os.path.dirname(cache.path(key))
+    os.makedirs(folder)
+    stale, fresh = os.path.join(folder, ".tmp-dead.bin"), os.path.join(folder, ".tmp-writing.bin")
+    for p in (stale, fresh):
+        with open(p, "wb") as f:
+            f.write(b"half an entry")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    cache.put(key, b"payload")
+    assert not os.path.exists(stale) and os.path.exists(fresh)
+    assert cache.get(key) == b"payload"
+
+
+def test_entries_are_readable_as_the_umask_allows(tmp_path) -> None:
+    """Not mkstemp's 0600: another user sharing the cache can read it (0644 under umask 022)."""
+    from backends.disk_cache import _UMASK
+
+    cache = DiskCache("t", directory=str(tmp_path), enabled=True)
+    key = DiskCache.key("x")
+    cache.put(key, b"payload")
+    assert stat.S_IMODE(os.stat(cache.path(key)).st_mode) == 0o666 & ~_UMASK
+    if _UMASK == 0o022:
+        assert stat.S_IMODE(os.stat(cache.path(key)).st_mode) == 0o644
+
+
+def test_intact_entries_that_fail_to_load_are_replaced(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """An entry with a valid checksum that cannot be loaded (another layout, a module the runtime
+    refuses) is deleted and recompiled once; the next run loads the new entries without a fallback."""
+    monkeypatch.setenv("LAZY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAZY_STRICT", "1")
+    x, w = torch.randn(5, 7), torch.randn(7, 3)
+
+    def run() -> torch.Tensor:
+        iree_backend.clear_memory_caches()
+        use_backend("iree-cpu")
+        return ((x.to("lazy") @ w.to("lazy")).tanh() - 1).cpu()
+
+    ref = (x @ w).tanh() - 1
+    torch.testing.assert_close(run(), ref)
+    for namespace, junk in (("graphs", b"\x00\x00\x00\x00\x00\x00\x00\x00junk"), ("iree", b"0;\nnot a vm module")):
+        store = DiskCache(namespace, directory=str(tmp_path), enabled=True)
+        for _, _, files in os.walk(tmp_path / namespace):
+            for name in files:
+                store.put(name[:-len(".bin")], junk)  # a valid checksum over bytes that do not load
+    torch.testing.assert_close(run(), ref)
+    assert metrics.counter("graph_cache_load_error") == 1 and metrics.counter("iree_cached_module_load_error") == 1
+    assert metrics.counter("iree_compile") == 1
+    torch.testing.assert_close(run(), ref)
+    assert metrics.counter("graph_cache_hit") == 1 and metrics.counter("graph_cache_load_error") == 0
+    assert metrics.counter("iree_compile") == 0
+
+
+_WORKER = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, {root!r})
+    from backends.disk_cache import DiskCache
+    cache = DiskCache("t", directory={directory!r}, enabled=True)
+    for i in range(150):
+        k = DiskCache.key(str(i % 20))
+        payload = (str(i % 20) * 400).encode()
+        got = cache.get(k)
+        assert got is None or got == payload, (i, len(got))
+        assert cache.put(k, payload)
+    print("OK")
+    """
+)
+
+
+def test_several_processes_share_a_small_cache(tmp_path) -> None:
+    """Four processes writing, reading and evicting the same keys at once: every read is whole."""
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER.format(root=ROOT, directory=str(tmp_path / "cache")))
+    env = dict(os.environ, LAZY_CACHE_MAX_BYTES="20000")
+    procs = [subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0 and out.strip() == "OK", err[-2000:]
+    leftovers = [f for _, _, fs in os.walk(tmp_path / "cache") for f in fs if f.startswith(".tmp-")]
+    assert leftovers == []

@@ -54,23 +54,36 @@ from lazy_core.backend import BackendData, BackendDevice, CompileError
 
 from ..disk_cache import DiskCache
 from ..mlir_backend import MlirBackend
-from . import aliasing, donation, dtypes, transfer
+from . import aliasing, donation, dtypes, rewrites, transfer
 from .aliasing import written_arguments
 from .compiler import compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
 from .donation import donate_arguments, key_suffix, normalize, results_in_order
+from .host_target import target_key
 from .memo import (
     clear_memory_caches,
     exe_memo,
-    is_memoized_scalar,
     memo_get,
+    memo_pop,
     memo_put,
     scalar_memo,
     vmfb_memo,
 )
+from .rewrites import rewrite_for_iree
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
 
 __all__ = ["IreeBackend", "clear_memory_caches", "make_iree_cpu", "make_iree_cuda", "make_iree_vulkan"]
+
+
+class SharedScalarData(BackendData):
+    """A 0-d upload whose buffer equal scalars share (``scalar_memo``): never written.
+
+    The mark travels with the data, so it holds after the memo evicts the
+    buffer: ``can_donate`` refuses it and a donation that reaches it anyway
+    writes into a private copy.
+    """
+
+    __slots__ = ()
 
 
 class IreeExecutableHandle:
@@ -113,6 +126,7 @@ class IreeBackend(MlirBackend):
         self.disk_cache = disk_cache if disk_cache is not None else DiskCache("iree")
         self._device: IreeDevice | None = None
         self._compiler_version = compiler_version()
+        self._target_identity: str | None = None
 
     # -- devices ----------------------------------------------------------------
     @property
@@ -134,7 +148,18 @@ class IreeBackend(MlirBackend):
                 f"input {','.join(self.config.input_forms)}, flags {' '.join(self.config.compile_flags) or '-'})")
 
     def cache_key(self) -> str:
-        return f"{self.name}|{self.config.cache_key()}|iree-{self._compiler_version}"
+        return f"{self.name}|{self.target_identity()}|iree-{self._compiler_version}"
+
+    def target_identity(self) -> str:
+        """What decides the compiled code besides the MLIR: the config's key
+        (target backend, input forms, flags), the runtime driver, and the CPU
+        that ``--iree-llvmcpu-target-cpu=host`` resolves to here (see
+        ``host_target``), so no cache hands code built for one CPU to another."""
+        if self._target_identity is None:
+            resolved = target_key(self.config.compile_flags, self._compiler_version, self.disk_cache)
+            self._target_identity = "|".join(
+                [self.config.cache_key(), f"driver={self.config.target.driver}", resolved])
+        return self._target_identity
 
     def persistent_key(self) -> str:
         """Also the artifact format and the rules computing what is stored with
@@ -147,12 +172,15 @@ class IreeBackend(MlirBackend):
         if tensor.dim() == 0:
             # Scalar parameters (learning rates, step counts) arrive every step;
             # buffers are immutable, so equal scalars share one device buffer.
+            # The data say so themselves (SharedScalarData), so the buffer is
+            # never donated even after the memo forgot it (any other BackendData
+            # made from it earlier still shares it).
             key = (self.config.device_uri, tensor.dtype, dtypes.to_carrier_numpy(tensor).tobytes())
             view = memo_get(scalar_memo, key)
             if view is None:
                 view = transfer.upload(self.runtime_device, tensor)
                 memo_put(scalar_memo, key, view)
-            return BackendData(view, (), tensor.dtype, device)
+            return SharedScalarData(view, (), tensor.dtype, device)
         with metrics.timed("iree_upload"):
             view = transfer.upload(self.runtime_device, tensor)
         return BackendData(view, tensor.shape, tensor.dtype, device)
@@ -163,20 +191,26 @@ class IreeBackend(MlirBackend):
 
     # -- compile ----------------------------------------------------------------------
     def source_text(self, computation: lowering.Computation, form: str) -> str:
-        """The MLIR handed to iree-compile in input ``form`` (raw, torch or linalg)."""
+        """The MLIR handed to iree-compile in input ``form`` (raw, torch or linalg).
+
+        Torch-dialect forms go through ``rewrites`` first: constant fills become
+        splat literals, which IREE does not miscompile (see that module).
+        """
         if form == "raw":
-            return computation.mlir
-        target = "linalg-on-tensors" if form == "linalg" else "torch"
-        return lowering.lower(computation, target).mlir
+            return rewrite_for_iree(computation.mlir)
+        if form == "linalg":
+            return lowering.lower(computation, "linalg-on-tensors").mlir
+        return rewrite_for_iree(lowering.lower(computation, "torch").mlir)
 
     def compile_key(self, computation: lowering.Computation, donated: Mapping[int, int] | None = None) -> str:
-        """The disk-cache key: location-free MLIR, target, flags, forms, donations, compiler version.
+        """The disk-cache key: location-free MLIR, target (resolved CPU, driver, flags, forms), donations,
+        compiler version.
 
         Locations only feed diagnostics, so keying on the text without them
         lets an edited script (lines moved) keep its cached executables.
         Donation changes the compiled function's signature, so it is keyed.
         """
-        parts = [_ARTIFACT_FORMAT, _RULES_DIGEST, computation.to_string(), self.config.cache_key(),
+        parts = [_ARTIFACT_FORMAT, _RULES_DIGEST, computation.to_string(), self.target_identity(),
                  self._compiler_version]
         if donated:
             parts.append("donate:" + key_suffix(donated))
@@ -201,8 +235,12 @@ class IreeBackend(MlirBackend):
         return [self._compile_one(c, d) for c, d in zip(computations, donated)]
 
     def can_donate(self, data: BackendData) -> bool:
-        """Whether ``data``'s buffer may be donated: not one shared by equal scalars."""
-        return not is_memoized_scalar(data.handle)
+        """Whether ``data``'s buffer may be donated: not one shared by equal scalars.
+
+        Decided by the data's type, not by the scalar memo: a buffer evicted
+        from the memo is still shared by every BackendData made from it.
+        """
+        return not isinstance(data, SharedScalarData)
 
     def _compile_vmfb(
         self, computation: lowering.Computation, donated: Mapping[int, int] | None = None
@@ -255,17 +293,21 @@ class IreeBackend(MlirBackend):
         return self._artifact(computation)[0]
 
     def _artifact(
-        self, computation: lowering.Computation, donated: Mapping[int, int] | None = None
+        self, computation: lowering.Computation, donated: Mapping[int, int] | None = None, *, from_disk: bool = True
     ) -> tuple[bytes, frozenset[int], dict[int, int]]:
         key = self.compile_key(computation, donated)
         hit = memo_get(vmfb_memo, key)
         if hit is not None:
             metrics.counter_add("iree_memo_hit")
             return hit
-        blob = self.disk_cache.get(key)
+        blob = self.disk_cache.get(key) if from_disk else None
+        artifact = None
         if blob is not None:
-            artifact = _unpack_artifact(blob)
-        else:
+            try:
+                artifact = _unpack_artifact(blob)
+            except ValueError:  # intact bytes of another layout: drop, compile again
+                self.disk_cache.discard(key)
+        if artifact is None:
             artifact = self._compile_vmfb(computation, donated)
             self.disk_cache.put(key, _pack_artifact(*artifact))
         memo_put(vmfb_memo, key, artifact)
@@ -276,7 +318,18 @@ class IreeBackend(MlirBackend):
     ) -> IreeExecutableHandle:
         donated = normalize(donated, len(computation.args), len(computation.results))
         key = self.compile_key(computation, donated)
-        return self._load(key, self._artifact(computation, donated), computation)
+        artifact = self._artifact(computation, donated)
+        try:
+            return self._load(key, artifact, computation)
+        except Exception:
+            # An intact cached vmfb the runtime refuses (another runtime's
+            # format, a damaged module with a matching checksum): delete it and
+            # compile once more, so the next run does not fail on it again.
+            memo_pop(vmfb_memo, key)
+            self.disk_cache.discard(key)
+            metrics.counter_add("iree_cached_module_load_error")
+            artifact = self._artifact(computation, donated, from_disk=False)
+            return self._load(key, artifact, computation)
 
     def _load(self, key: str, artifact: tuple[bytes, frozenset[int], dict[int, int]],
               computation: lowering.Computation) -> IreeExecutableHandle:
@@ -319,7 +372,7 @@ class IreeBackend(MlirBackend):
         donated = executable.donated
         private = set(executable.written_args) - donated.keys()
         if donated:
-            private |= _shared_donations(views, donated)
+            private |= _shared_donations(arguments, donated)
         if private:
             order = sorted(private)
             with metrics.timed("iree_argument_copies"):
@@ -373,20 +426,21 @@ def _shared_results(args: list, outs: list, donated_results: set[int]) -> list[i
     return shared
 
 
-def _shared_donations(views: list, donated: Mapping[int, int]) -> set[int]:
+def _shared_donations(arguments: Sequence[BackendData], donated: Mapping[int, int]) -> set[int]:
     """Arguments to copy so that no donated buffer is read elsewhere.
 
-    A donated memoized scalar is copied itself (equal scalars share it); a
+    A donated shared scalar is copied itself (equal scalars share it); a
     donated view also passed at another index has that other argument copied.
     """
     out: set[int] = set()
+    views = [a.handle for a in arguments]
     donated_ids = {id(views[a]): a for a in donated}
     for i, v in enumerate(views):
         a = donated_ids.get(id(v))
         if a is not None and a != i:
             out.add(i)
     for a in donated:
-        if is_memoized_scalar(views[a]):
+        if isinstance(arguments[a], SharedScalarData):
             out.add(a)
     return out
 
@@ -394,10 +448,10 @@ def _shared_donations(views: list, donated: Mapping[int, int]) -> set[int]:
 #: Bump when the cached payload's layout changes: old entries then never match.
 _ARTIFACT_FORMAT = "iree-artifact-5"
 #: The sources of the rules whose answers are cached with each vmfb (which
-#: arguments compiled code may write; which donations are safe): editing
-#: either invalidates old entries by itself.
+#: arguments compiled code may write; which donations are safe; how the
+#: text is rewritten for IREE): editing one invalidates old entries by itself.
 _RULES_DIGEST = hashlib.sha256(
-    "".join(inspect.getsource(m) for m in (aliasing, donation)).encode()
+    "".join(inspect.getsource(m) for m in (aliasing, donation, rewrites)).encode()
 ).hexdigest()[:16]
 
 
@@ -408,7 +462,10 @@ def _pack_artifact(vmfb: bytes, written: frozenset[int], donated: Mapping[int, i
 
 
 def _unpack_artifact(blob: bytes) -> tuple[bytes, frozenset[int], dict[int, int]]:
-    head, _, vmfb = blob.partition(b"\n")
+    """The parts ``_pack_artifact`` stored; ValueError if ``blob`` is not one."""
+    head, sep, vmfb = blob.partition(b"\n")
+    if not sep or not vmfb:
+        raise ValueError("not an IREE artifact")
     written, _, donated = head.decode().partition(";")
     pairs = (p.split(">") for p in donated.split(",") if p)
     return vmfb, frozenset(int(i) for i in written.split(",") if i), {int(a): int(r) for a, r in pairs}

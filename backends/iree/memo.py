@@ -44,10 +44,10 @@ def memo_put(memo: OrderedDict, key: Any, value: Any) -> None:
             memo.popitem(last=False)
 
 
-def is_memoized_scalar(view: Any) -> bool:
-    """Whether ``view`` is a scalar buffer shared through ``scalar_memo`` (never to be written)."""
+def memo_pop(memo: OrderedDict, key: Any) -> None:
+    """Forget ``key`` (an entry that turned out unusable)."""
     with _lock:
-        return any(v is view for v in scalar_memo.values())
+        memo.pop(key, None)
 
 
 def clear_memory_caches() -> None:

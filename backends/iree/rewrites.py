@@ -1,0 +1,124 @@
+"""Torch-dialect rewrites that keep IREE away from code it miscompiles.
+
+Constant fills become splat literals (IREE 3.13 on llvm-cpu, ``cpu=host``).
+torch-mlir lowers ``aten.fill.Scalar(x, c)`` and ``aten.zero(x)`` to a
+``linalg.generic`` that reads ``x`` only for its shape and yields ``c``. IREE
+canonicalizes that generic into ``linalg.fill`` *after* it has formed its
+dispatches, where CSE merges a zero fill used as a matmul operand with the
+``linalg.fill`` of zeros that initializes the matmul's accumulator:
+``linalg.matmul ins(%z, %w) outs(%z)``. The llvm-cpu code generated for the
+host CPU (AVX2 here) then reads the operand from the accumulator buffer it is
+writing: ``F.linear(torch.zeros(2, 8), W, b)`` came out off by up to 5.9,
+and every ``nn.RNN/GRU/LSTM`` (their hidden state starts as zeros) drifted.
+``torch.zeros`` on the lazy device is recorded as ``empty`` + ``zero_``,
+hence the fill. A splat literal (``torch.vtensor.literal(dense<c>)``) stays
+an ``arith.constant`` that CSE never merges with a ``linalg.fill``, so the
+matmul reads a constant and its accumulator stays private. Every constant
+fill is rewritten, not only zeros: any reduction whose init value equals a
+filled operand (max-pool of a ``-inf`` fill) could be merged the same way.
+
+``test/test_iree_correctness.py`` keeps a test that compiles the unrewritten
+form, so an IREE that fixes the miscompile (or a rewrite that stops
+applying) shows up.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import torch
+
+#: torch-dialect element types whose splat literal we can write exactly.
+_DTYPES = {
+    "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+    "si64": torch.int64, "si32": torch.int32, "si16": torch.int16, "si8": torch.int8, "ui8": torch.uint8,
+    "i1": torch.bool,
+}
+_FILL_OPS = ("torch.aten.fill.Scalar", "torch.aten.zero")
+_CONSTANTS = ("torch.constant.int", "torch.constant.float", "torch.constant.bool")
+
+
+def rewrite_for_iree(mlir: str) -> str:
+    """``mlir`` (torch dialect) with every constant fill of a static shape as a splat literal."""
+    if not any(op in mlir for op in _FILL_OPS):
+        return mlir
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+
+    with ir.Context() as ctx, ir.Location.unknown():
+        torch_d.register_dialect(ctx)
+        module = ir.Module.parse(mlir)
+        changed = False
+        for func in module.body.operations:
+            if func.operation.name != "func.func":
+                continue
+            for block in func.operation.regions[0].blocks:
+                for op in list(block.operations):
+                    literal = _splat_literal(op.operation)
+                    if literal is None:
+                        continue
+                    with ir.InsertionPoint(op), op.location:
+                        new = ir.Operation.create(
+                            "torch.vtensor.literal", results=[op.results[0].type],
+                            attributes={"value": ir.Attribute.parse(literal)})
+                    op.results[0].replace_all_uses_with(new.result)
+                    op.operation.erase()
+                    changed = True
+        if not changed:
+            return mlir
+        return module.operation.get_asm(enable_debug_info=True)
+
+
+def _splat_literal(op) -> str | None:  # noqa: ANN001 - a torch_mlir.ir.Operation
+    """The ``dense<...> : tensor<...>`` attribute text equal to ``op``'s result, or None."""
+    if op.name not in _FILL_OPS or len(op.results) != 1:
+        return None
+    rtype = str(op.results[0].type)
+    if not rtype.startswith("!torch.vtensor<[") or rtype.count(",") < 1:
+        return None
+    dims_text, _, elem = rtype[len("!torch.vtensor<["):-1].rpartition("],")
+    dtype = _DTYPES.get(elem)
+    if dtype is None:
+        return None
+    dims = [d.strip() for d in dims_text.split(",") if d.strip()]
+    if any(not d.isdigit() for d in dims):
+        return None  # dynamic sizes: a literal cannot express them
+    if op.name == "torch.aten.zero":
+        value: bool | int | float = 0
+    else:
+        owner = op.operands[1].owner
+        if not hasattr(owner, "name") or owner.name not in _CONSTANTS:
+            return None  # a runtime scalar: never equal to an accumulator's constant init
+        value = _constant_value(owner)
+    # Eager's own conversion of the fill value to the tensor's dtype.
+    element = torch.empty((), dtype=dtype).fill_(value)
+    shape = "x".join(dims + [_builtin_elem(elem)])
+    return f"dense<{_element_text(element, dtype)}> : tensor<{shape}>"
+
+
+def _constant_value(op) -> bool | int | float:  # noqa: ANN001
+    attr = op.attributes["value"]
+    if op.name == "torch.constant.bool":
+        return bool(attr.value)
+    if op.name == "torch.constant.int":
+        return int(attr.value)
+    return float(attr.value)
+
+
+def _builtin_elem(elem: str) -> str:
+    return "i1" if elem == "i1" else elem
+
+
+def _element_text(element: torch.Tensor, dtype: torch.dtype) -> str:
+    """One element as MLIR attribute text; floats by their bits (exact for NaN, inf, -0.0)."""
+    if dtype == torch.bool:
+        return "true" if bool(element) else "false"
+    if not dtype.is_floating_point:
+        return str(int(element))
+    if dtype == torch.float64:
+        bits = struct.unpack("<Q", struct.pack("<d", float(element)))[0]
+        return f"0x{bits:016X}"
+    width = {torch.float32: (torch.int32, 8), torch.float16: (torch.int16, 4), torch.bfloat16: (torch.int16, 4)}
+    int_type, digits = width[dtype]
+    bits = int(element.view(int_type)) & ((1 << (4 * digits)) - 1)
+    return f"0x{bits:0{digits}X}"
