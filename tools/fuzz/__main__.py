@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import warnings
 
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--max-failures", type=int, default=5)
     p.add_argument("--repro-dir", default=os.environ.get("FUZZ_REPRO_DIR", "fuzz-repros"))
+    p.add_argument("--in-process", action="store_true",
+                   help="run here, not one child process per backend and seed (a crash then ends the run)")
     args = p.parse_args(argv)
 
     cats = set(CATEGORIES)
@@ -68,10 +71,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[fuzz] {backend}: skipped ({reason.splitlines()[0][:120]})")
             continue
         for seed in _seeds(args.seeds):
+            last = os.path.join(args.repro_dir, f"last-{backend}-seed{seed}.json")
+            if not args.in_process:
+                failed += _child(argv if argv is not None else sys.argv[1:], backend, seed, last, args.repro_dir)
+                continue
             config = Config(backend=backend, seed=seed, programs=args.programs, categories=cats,
                             batch=args.batch, twins=not args.no_twins, shrink=not args.no_shrink,
                             max_failures=args.max_failures,
-                            last_path=os.path.join(args.repro_dir, f"last-{backend}.py"))
+                            last_path=last)
             print(f"[fuzz] {backend} seed {seed}: {args.programs} programs, categories "
                   f"{','.join(sorted(cats))}", flush=True)
             report = fuzz(config)
@@ -86,6 +93,27 @@ def main(argv: list[str] | None = None) -> int:
                     out.write(f.repro)
                 print(f"--- mismatch {i} ({'shrunk' if f.shrunk else 'not shrunk'}), repro {path}:\n{f.repro}")
     return 1 if failed else 0
+
+
+def _child(argv: list[str], backend: str, seed: int, last: str, repro_dir: str) -> int:
+    """Run one backend and seed in a child process; shrink the case if the child dies. Failures."""
+    from .crash import died, shrink_crash
+
+    cmd = [sys.executable, "-m", "tools.fuzz", *argv, "--backends", backend, "--seeds", f"{seed},",
+           "--in-process"]
+    status = subprocess.run(cmd).returncode
+    if status == 0:
+        return 0
+    if not died(status):
+        return 1
+    print(f"[fuzz] {backend} seed {seed}: the process DIED (exit status {status}); shrinking {last} "
+          "in child processes", flush=True)
+    message, repro = shrink_crash(last)
+    path = os.path.join(repro_dir, f"{backend}-seed{seed}-crash.py")
+    with open(path, "w") as out:
+        out.write(repro)
+    print(f"--- crash ({message}), repro {path}:\n{repro}", flush=True)
+    return 1
 
 
 if __name__ == "__main__":

@@ -85,8 +85,12 @@ def generate(rng: random.Random, categories: set[str], min_ops: int, max_ops: in
     return Program(g.lines, label)
 
 
-def twin(program: Program, rng: random.Random) -> Program | None:
-    """``program`` with some constants swapped for colliding partners (None if it has none)."""
+def twin(program: Program, rng: random.Random, categories: set[str] | None = None) -> Program | None:
+    """``program`` with some constants swapped for colliding partners (None if it has none).
+
+    With the ``errors`` category off, a twin that eager rejects where the
+    original ran is dropped (e.g. ``x // False``: the category's switch holds for twins too).
+    """
     lines, changed = [], False
     for ln in program.lines:
         consts = list(ln.consts)
@@ -96,7 +100,15 @@ def twin(program: Program, rng: random.Random) -> Program | None:
                 consts[i] = rng.choice(options)
                 changed = True
         lines.append(ln.with_consts(tuple(consts)) if consts else ln)
-    return Program(lines, program.label + "'") if changed else None
+    if not changed:
+        return None
+    result = Program(lines, program.label + "'")
+    if categories is not None and "errors" not in categories:
+        before = run_cpu(program).errors
+        after = run_cpu(result).errors
+        if any(a is not None and b is None for a, b in zip(after, before)):
+            return None
+    return result
 
 
 def fresh_backend(name: str) -> None:
@@ -158,6 +170,7 @@ def reproduces(backend: str, programs: list[Program], batch: bool) -> str | None
 
 def fuzz(config: Config, log: Any = print) -> Report:
     """Generate and check ``config.programs`` programs (twins included) on one backend."""
+    from .crash import dump_case
     from .shrink import render_repro, shrink
 
     report = Report(config.backend, config.seed)
@@ -176,15 +189,13 @@ def fuzz(config: Config, log: Any = print) -> Report:
                 group = [generate(rng, config.categories, config.min_ops, config.max_ops,
                                   f"seed {config.seed} program {n + i}") for i in range(size)]
                 groups = [group]
-                if config.twins:
-                    twins = [t for t in (twin(p, rng) for p in group) if t is not None]
+                if config.twins and "collide" in config.categories:
+                    twins = [t for t in (twin(p, rng, config.categories) for p in group) if t is not None]
                     if twins:
                         groups.append(twins)
                 for programs in groups:
                     if config.last_path:
-                        with open(config.last_path, "w") as f:
-                            f.write(render_repro(config.backend, programs, config.batch > 1,
-                                                 "running when the process died"))
+                        dump_case(config.last_path, config.backend, programs, config.batch > 1)
                     try:
                         diff, culprit = run_group(programs, config.batch > 1)
                     except Exception as e:

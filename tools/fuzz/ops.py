@@ -15,6 +15,10 @@ category's lines, nothing else:
 - ``special``: NaN and +-inf as scalar constants.
 - ``data_error``: errors only the data reveal (an index out of range, an
   integer division by zero): lazy must raise them at the read at the latest.
+- ``errors``: any other line that eager PyTorch rejects (a dtype it does not
+  support, a bad dim): lazy must raise the same exception type. Off: such
+  lines are dropped (a lazy error where eager has none is always a finding).
+- ``collide``: twin programs whose constants collide in Python (driver.py).
 """
 
 from __future__ import annotations
@@ -336,19 +340,19 @@ def basic_index(g: Generator) -> Line | None:
         return None
     t, out = g.t(a), g.fresh()
     n = t.shape[0]
-    i = g.rng.choice([-1, -2, 0, 1, n - 1, -n])
+    i = g.ints([-1, -2, 0, 1, n - 1, -n])
     r = g.rng.random()
     if r < 0.3:
         return Line(f"{out} = {a}[{{0}}]", (i,), (out,), "index")
     if r < 0.5 and t.dim() >= 2:
-        j = g.rng.choice([-1, -2, 0, 1])
+        j = g.ints([-1, -2, 0, 1])
         return Line(f"{out} = {a}[:, {{0}}]", (j,), (out,), "index")
     if r < 0.65:
-        return Line(f"{out} = {a}[..., {{0}}]", (g.rng.choice([-1, -2, 0]),), (out,), "index")
+        return Line(f"{out} = {a}[..., {{0}}]", (g.ints([-1, -2, 0]),), (out,), "index")
     if r < 0.8:
-        return Line(f"{out} = {a}.select({{0}}, {{1}})", (g.dim(t), g.rng.choice([-1, -2, 0, 1])), (out,),
+        return Line(f"{out} = {a}.select({{0}}, {{1}})", (g.dim(t), g.ints([-1, -2, 0, 1])), (out,),
                     "index")
-    lo, hi = g.rng.choice([None, -2, -1, 0, 1]), g.rng.choice([None, -1, 2, 3, 10])
+    lo, hi = g.ints([None, -2, -1, 0, 1]), g.ints([None, -1, 2, 3, 10])
     return Line(f"{out} = {a}[{{0}}:{{1}}]", (lo, hi), (out,), "index")
 
 
@@ -450,7 +454,7 @@ def inplace(g: Generator) -> Line | None:
         fn = g.rng.choice(["zero_()", "fill_({0})", "relu_()", "neg_()", "abs_()", "logical_not_()"])
         return Line(f"{a}.{fn}", (g.scalar(),) if "{0}" in fn else (), (a,), _inplace_category(g, a, True))
     if t.dim() >= 1:
-        i = g.rng.choice([-1, -2, 0, 1])
+        i = g.ints([-1, -2, 0, 1])
         return Line(f"{a}[{{0}}] = {{1}}", (i, g.scalar()), (a,), _inplace_category(g, a, True))
     return None
 
@@ -606,4 +610,5 @@ def read_item(g: Generator) -> Line | None:
     return Line(f"{out} = {b} * {a}.{fn}().item()", (), (out,), "read")
 
 
-CATEGORIES = sorted({c for c, _ in _registry} | {"nan", "inplace_cast", "special", "data_error"})
+CATEGORIES = sorted({c for c, _ in _registry} | {"nan", "inplace_cast", "special", "data_error", "errors",
+                                                  "collide"})

@@ -108,15 +108,22 @@ class Generator:
         return "nan" in self.categories
 
     def scalar(self) -> Any:
-        pool = values.SCALARS + (values.SPECIAL_SCALARS if "special" in self.categories else [])
+        base = values.SCALARS if "collide" in self.categories else values.SCALARS_NO_COLLISIONS
+        pool = base + (values.SPECIAL_SCALARS if "special" in self.categories else [])
+        return self.rng.choice(pool)
+
+    def ints(self, pool: list[Any]) -> Any:
+        """A choice from ``pool``; with ``collide`` off, never -2 (``hash(-2) == hash(-1)``)."""
+        if "collide" not in self.categories:
+            pool = [v for v in pool if v != -2 or isinstance(v, bool)] or pool
         return self.rng.choice(pool)
 
     def dim(self, t: torch.Tensor, allow_bad: bool = True) -> int:
         """A dim of ``t``, negative or positive; sometimes one out of range (an error to match)."""
         n = max(t.dim(), 1)
         if allow_bad and self.rng.random() < 0.04:
-            return self.rng.choice([n, -n - 1])
-        return self.rng.choice([d for d in range(-n, n)])
+            return self.ints([n, -n - 1])
+        return self.ints([d for d in range(-n, n)])
 
     # -- growing the program --------------------------------------------------------------
     def add_input(self) -> None:
@@ -143,7 +150,10 @@ class Generator:
         except Exception:
             self.env.clear()
             self.env.update(before)
-            if not keep_errors or self.rng.random() >= self.error_rate:
+            own_switch = line.category in ("inplace_cast", "data_error")
+            if not keep_errors or not (own_switch or "errors" in self.categories):
+                return False
+            if self.rng.random() >= self.error_rate:
                 return False
         for name in line.touched:
             if name not in self.names:

@@ -9,6 +9,8 @@ still failing, as in delta debugging; the final message is the shrunk one's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .driver import Failure, reproduces
 from .program import Line, Program
 
@@ -32,13 +34,55 @@ def _drop(lines: list[Line], i: int) -> list[Line]:
     return out
 
 
-def shrink(backend: str, failure: Failure, culprit: Program | None) -> None:
-    """Shrink ``failure`` in place (programs, batch flag, message)."""
+Fails = Callable[[list[Program], bool], "str | None"]
+
+
+def reduce_case(programs: list[Program], batch: bool, msg: str, fails: Fails,
+                max_runs: int = MAX_RUNS) -> tuple[list[Program], bool, str]:
+    """Drop programs, the batch, and lines while ``fails`` still reports a mismatch."""
     runs = 0
 
-    def fails(programs: list[Program], batch: bool) -> str | None:
+    def attempt(trial: list[Program], b: bool) -> str | None:
         nonlocal runs
         runs += 1
+        return fails(trial, b)
+
+    progress = True
+    while progress and runs < max_runs:
+        progress = False
+        # Drop whole programs.
+        for i in range(len(programs) - 1, -1, -1):
+            if len(programs) > 1 and runs < max_runs:
+                trial = programs[:i] + programs[i + 1:]
+                m = attempt(trial, batch)
+                if m is not None:
+                    programs, msg, progress = trial, m, True
+        if batch and runs < max_runs:
+            m = attempt(programs, False)
+            if m is not None:
+                batch, msg, progress = False, m, True
+        # Drop lines, last first; in lockstep across programs with the same line there (twins).
+        longest = max(len(p.lines) for p in programs)
+        for i in range(longest - 1, -1, -1):
+            if runs >= max_runs:
+                break
+            templates = {p.lines[i].template for p in programs if i < len(p.lines)}
+            for template in templates:
+                trial = [Program(_drop(p.lines, i), p.label)
+                         if i < len(p.lines) and p.lines[i].template == template else p for p in programs]
+                if any(not p.lines for p in trial):
+                    continue
+                m = attempt(trial, batch)
+                if m is not None:
+                    programs, msg, progress = trial, m, True
+                    break
+    return programs, batch, msg
+
+
+def shrink(backend: str, failure: Failure, culprit: Program | None) -> None:
+    """Shrink ``failure`` in place (programs, batch flag, message), in this process."""
+
+    def fails(programs: list[Program], batch: bool) -> str | None:
         return reproduces(backend, programs, batch)
 
     contexts: list[tuple[list[Program], bool]] = []
@@ -55,35 +99,7 @@ def shrink(backend: str, failure: Failure, culprit: Program | None) -> None:
     else:
         failure.message += "\n(does not reproduce on a fresh backend: depends on earlier programs)"
         return
-    progress = True
-    while progress and runs < MAX_RUNS:
-        progress = False
-        # Drop whole programs.
-        for i in range(len(programs) - 1, -1, -1):
-            if len(programs) > 1 and runs < MAX_RUNS:
-                trial = programs[:i] + programs[i + 1:]
-                m = fails(trial, batch)
-                if m is not None:
-                    programs, msg, progress = trial, m, True
-        if batch and len(programs) >= 1 and runs < MAX_RUNS:
-            m = fails(programs, False)
-            if m is not None:
-                batch, msg, progress = False, m, True
-        # Drop lines, last first; in lockstep across programs with the same line there (twins).
-        longest = max(len(p.lines) for p in programs)
-        for i in range(longest - 1, -1, -1):
-            if runs >= MAX_RUNS:
-                break
-            templates = {p.lines[i].template for p in programs if i < len(p.lines)}
-            for template in templates:
-                trial = [Program(_drop(p.lines, i), p.label)
-                         if i < len(p.lines) and p.lines[i].template == template else p for p in programs]
-                if any(not p.lines for p in trial):
-                    continue
-                m = fails(trial, batch)
-                if m is not None:
-                    programs, msg, progress = trial, m, True
-                    break
+    programs, batch, msg = reduce_case(programs, batch, msg, fails)
     failure.programs, failure.batch, failure.message, failure.shrunk = programs, batch, msg, True
 
 
@@ -130,7 +146,7 @@ def _program_source(index: int, program: Program) -> str:
         body += [
             "    try:",
             f"        {src}",
-            f'        if DEV == "lazy":',
+            '        if DEV == "lazy":',
             f"            {read}  # lazy may raise at the read at the latest",
             f"    except {exc}:",
             "        pass",

@@ -17,6 +17,8 @@ import torch
 #: Scalars for elementwise ops: each has a colliding partner in the pool.
 SCALARS: list[object] = [-1, -2, 1, 1.0, True, 0, -0.0, 0.0, False, 2, 0.5, -1.5, 3, 2.0]
 SPECIAL_SCALARS: list[object] = [math.nan, math.inf, -math.inf]
+#: One value of each collision class, for runs with the ``collide`` category off.
+SCALARS_NO_COLLISIONS: list[object] = [-1, 1, 0, 0.5, -1.5, 3, 2.0]
 
 #: Each constant's partners that compare equal or hash equal in Python but
 #: mean something else to PyTorch (a twin program swaps one for the other).
