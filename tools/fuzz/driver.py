@@ -184,6 +184,7 @@ def fuzz(config: Config, log: Any = print) -> Report:
             lazy_core.metrics.reset()
             start = time.perf_counter()
             n = 0
+            previous: list[Program] = []
             while n < config.programs and len(report.failures) < config.max_failures:
                 size = min(config.batch, config.programs - n)
                 group = [generate(rng, config.categories, config.min_ops, config.max_ops,
@@ -203,7 +204,8 @@ def fuzz(config: Config, log: Any = print) -> Report:
                     n += len(programs)
                     if diff is None:
                         continue
-                    history = group + programs if programs is not group else programs
+                    # The group before may have filled the caches this one collided with.
+                    history = previous + group + (programs if programs is not group else [])
                     failure = Failure(diff, history, config.batch > 1)
                     log(f"[fuzz] {config.backend} seed {config.seed}: MISMATCH in "
                         f"{culprit.label if culprit else 'group'}: {diff}")
@@ -214,6 +216,7 @@ def fuzz(config: Config, log: Any = print) -> Report:
                     # Start the next group from a clean state: one bug, one report.
                     fresh_backend(config.backend)
                     break
+                previous = groups[-1]
             lazy_core.mark_step()
             report.seconds = time.perf_counter() - start
             report.programs = n

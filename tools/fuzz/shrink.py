@@ -92,6 +92,8 @@ def shrink(backend: str, failure: Failure, culprit: Program | None) -> None:
         if base is not None:
             contexts += [([base, culprit], False), ([base, culprit], True)]
     contexts.append((failure.programs, failure.batch))
+    if failure.batch:
+        contexts.append((failure.programs, False))  # one graph per program: collisions across graphs
     for programs, batch in contexts:
         msg = fails(programs, batch)
         if msg is not None:
