@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 import pytest
 import torch
@@ -101,6 +102,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = outcome.get_result()
     if report.when == "call":
         item.stash[_CALL_FAILED] = report.failed
+    if call.excinfo is not None and call.excinfo.tb is not None:
+        # The report is rendered; the kept traceback would keep the failed test's lazy tensors
+        # alive, and their pending work would fail the next test's backend switch (a cascade).
+        traceback.clear_frames(call.excinfo.tb)
+        tb = call.excinfo.tb
+        while tb is not None:  # the locals dict pytest made for its report is separate from the frame
+            try:
+                tb.tb_frame.f_locals.clear()
+            except Exception:
+                pass
+            tb = tb.tb_next
 
 
 _CALL_FAILED = pytest.StashKey[bool]()

@@ -15,11 +15,14 @@ def lazy(t: torch.Tensor) -> torch.Tensor:
 
 
 def test_device_and_metadata_without_sync(backend):
-    x = lazy(torch.randn(4, 5))
+    x0 = torch.randn(4, 5)
+    x = lazy(x0)
     y = (x @ x.t()).relu().sum(dim=1, keepdim=True)
     assert str(y.device) == "lazy:0"
     assert y.shape == (4, 1) and y.size(0) == 4 and y.dim() == 2 and y.dtype == torch.float32
     assert metrics.counter("execute") == 0, ".shape/.size()/.dim()/.dtype must not materialize"
+    # ... and the metadata describe the value the backend computes.
+    torch.testing.assert_close(y.cpu(), (x0 @ x0.t()).relu().sum(dim=1, keepdim=True))
 
 
 def test_s4tf_example_one_computation_live_outputs_memoized(backend):
