@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 LIT_ARGS ?= -v
 
-.PHONY: demo check test lit lint bench clean install
+.PHONY: demo check test lit lint bench clean install fuzz
 
 install: $(STAMP)
 
@@ -34,6 +34,12 @@ lit: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+
+# The differential fuzzer's large budget (a small one runs in `make check`, test/test_fuzz.py).
+FUZZ_PROGRAMS ?= 5000
+FUZZ_SEEDS ?= 3
+fuzz: $(STAMP)
+	FUZZ_PROGRAMS=$(FUZZ_PROGRAMS) FUZZ_SEEDS=$(FUZZ_SEEDS) $(PY) -m tools.fuzz
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

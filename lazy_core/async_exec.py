@@ -108,6 +108,9 @@ class Worker:
             if job is None:
                 return
             job()
+            # Drop the finished job now, not at the next get(): a failed job's error (and its
+            # traceback, which holds the caller's frames and tensors) must not outlive the raise.
+            job = None
 
     def submit(self, job: Callable[[], None]) -> None:
         with self._lock:
@@ -135,7 +138,7 @@ class Worker:
         self.submit(job)
         done.wait()
         if "error" in box:
-            raise box["error"]
+            raise box.pop("error")
         return box.get("value")
 
     def drain(self) -> None:

@@ -54,6 +54,11 @@ def _donation_enabled() -> bool:
     return os.environ.get("LAZY_DONATE", "1").strip().lower() not in ("0", "false", "no", "off", "")
 
 
+#: Called as hook(graph, error) when a graph fails to lower or compile and is about to run
+#: eagerly instead; a hook may raise to refuse that (``lazy_core.step(full_graph=True)`` does).
+compile_failure_hooks: list = []
+
+
 def _strict() -> bool:
     return os.environ.get("LAZY_STRICT", "0") not in ("", "0", "false", "False")
 
@@ -365,6 +370,8 @@ class GraphExecutor:
         except Exception as e:
             if _strict():
                 raise
+            for hook in compile_failure_hooks:
+                hook(graph, e)
             where = getattr(e, "location", None)
             repro = getattr(e, "repro_path", None)
             msg = str(e).strip().splitlines()

@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from . import closures, diagnostics, metrics, source_location
-from .executor import executor
+from .executor import compile_failure_hooks, executor
 from .graph import LazyGraph
 
 __all__ = ["StepGuard", "StepGuardError", "reset", "step"]
@@ -155,6 +155,19 @@ class StepGuard:
         )
 
 
+    def _check_compile_failure(self, graph: LazyGraph, error: BaseException) -> None:
+        # Also at the block's own closing mark_step: a whole step that fails to compile
+        # would otherwise run op by op on the CPU, the opposite of one graph.
+        if self._done or not self.full_graph or closures.running():
+            return
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise StepGuardError(
+            f"{self._where()}: graph {graph.name} ({len(graph.nodes)} ops) failed to compile on the "
+            f"backend ({type(error).__name__}: {first}) and would run eagerly op by op; with "
+            "full_graph=True the step must compile as one graph."
+        ) from error
+
+
 def step(max_graphs: int | None = None, full_graph: bool = False) -> StepGuard:
     """A training step that ends with ``mark_step()`` and raises when it breaks a guarantee.
 
@@ -178,5 +191,11 @@ def _on_fallback(op_name: str, site: Any) -> None:
         guard._check_fallback(op_name, site)
 
 
+def _on_compile_failure(graph: LazyGraph, error: BaseException) -> None:
+    for guard in list(_active):
+        guard._check_compile_failure(graph, error)
+
+
 diagnostics.add_execution_listener(_on_execution)
+compile_failure_hooks.append(_on_compile_failure)
 metrics.fallback_hooks.append(_on_fallback)

@@ -4,12 +4,22 @@
 into backend-generic tests; by default every backend that can run here:
 ``eager``, ``reference``, ``iree-cpu`` and ``iree-vulkan`` when a Vulkan
 driver is present. A backend that cannot run skips with the reason.
+``broken`` (fixtures/broken_backend.py, compile always raises) is registered
+for test_strict_suite.py.
+
+Strict by default: every test runs with ``LAZY_STRICT=1``, so a graph that
+fails to compile raises instead of running op by op on the CPU with a
+warning (a test that wants the fallback deletes the variable itself). A
+backend-generic test fails on any eager fallback of an op it did not name
+with ``@pytest.mark.expect_fallback("aten.nonzero", ...)``: otherwise a
+backend that lowers nothing would pass every test that compares values.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 import pytest
 import torch
@@ -19,6 +29,12 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import lazy_core  # noqa: E402
+from lazy_core import metrics  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "test", "fixtures"))
+from broken_backend import BrokenBackend  # noqa: E402
+
+lazy_core.register_backend("broken", BrokenBackend)
 
 DEFAULT_BACKENDS = ["eager", "reference", "iree-cpu", "iree-vulkan"]
 
@@ -53,17 +69,87 @@ def use_backend(name: str) -> lazy_core.BackendImpl:
     return backend
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "expect_fallback(*ops): the eager fallbacks this test expects, by op name prefix "
+        "('aten.nonzero' matches 'aten.nonzero.default'); any other fallback fails it",
+    )
+
+
+def expected_fallbacks(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    return tuple(op for m in request.node.iter_markers("expect_fallback") for op in m.args)
+
+
+def check_fallbacks(request: pytest.FixtureRequest) -> None:
+    """Fail the test on a fallback it did not name (compile errors included)."""
+    expected = expected_fallbacks(request)
+    unexpected = {
+        k: v for k, v in metrics.counters().items()
+        if k.startswith("fallback::") and not any(k[len("fallback::"):].startswith(op) for op in expected)
+    }
+    if unexpected:
+        pytest.fail(f"unexpected eager fallbacks {unexpected} (name expected ones with "
+                    "@pytest.mark.expect_fallback)", pytrace=False)
+    for op in expected:
+        if not any(k.startswith(f"fallback::{op}") for k in metrics.counters()):
+            pytest.fail(f"expected a fallback of {op}, none happened: mark and test disagree", pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.stash[_CALL_FAILED] = report.failed
+    if call.excinfo is not None and call.excinfo.tb is not None:
+        # The report is rendered; the kept traceback would keep the failed test's lazy tensors
+        # alive, and their pending work would fail the next test's backend switch (a cascade).
+        traceback.clear_frames(call.excinfo.tb)
+        tb = call.excinfo.tb
+        while tb is not None:  # the locals dict pytest made for its report is separate from the frame
+            try:
+                tb.tb_frame.f_locals.clear()
+            except Exception:
+                pass
+            tb = tb.tb_next
+
+
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+def finish_test(request: pytest.FixtureRequest) -> None:
+    """Run what the test left pending, then check its fallbacks (unless the test already failed)."""
+    failed = request.node.stash.get(_CALL_FAILED, False)
+    try:
+        lazy_core.mark_step()
+    except Exception:
+        if not failed:
+            raise
+        return  # the test's own failure says it (often the same error); don't report it twice
+    if not failed:
+        check_fallbacks(request)
+
+
 @pytest.fixture(params=requested_backends())
 def backend(request: pytest.FixtureRequest) -> lazy_core.BackendImpl:
     """Each backend in turn, activated, with an empty cache and fresh metrics."""
     b = use_backend(request.param)
     yield b
-    lazy_core.mark_step()
+    finish_test(request)
 
 
 @pytest.fixture
-def eager_backend() -> lazy_core.BackendImpl:
-    return use_backend("eager")
+def eager_backend(request: pytest.FixtureRequest) -> lazy_core.BackendImpl:
+    b = use_backend("eager")
+    yield b
+    finish_test(request)
+
+
+@pytest.fixture(autouse=True)
+def _strict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compile failures are errors (LAZY_STRICT=1), unless a test changes it itself."""
+    monkeypatch.setenv("LAZY_STRICT", "1")
 
 
 @pytest.fixture(autouse=True)

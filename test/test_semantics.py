@@ -15,11 +15,14 @@ def lazy(t: torch.Tensor) -> torch.Tensor:
 
 
 def test_device_and_metadata_without_sync(backend):
-    x = lazy(torch.randn(4, 5))
+    x0 = torch.randn(4, 5)
+    x = lazy(x0)
     y = (x @ x.t()).relu().sum(dim=1, keepdim=True)
     assert str(y.device) == "lazy:0"
     assert y.shape == (4, 1) and y.size(0) == 4 and y.dim() == 2 and y.dtype == torch.float32
     assert metrics.counter("execute") == 0, ".shape/.size()/.dim()/.dtype must not materialize"
+    # ... and the metadata describe the value the backend computes.
+    torch.testing.assert_close(y.cpu(), (x0 @ x0.t()).relu().sum(dim=1, keepdim=True))
 
 
 def test_s4tf_example_one_computation_live_outputs_memoized(backend):
@@ -122,8 +125,8 @@ def test_scalars_become_parameters_except_zero_and_one(eager_backend):
     assert metrics.counter("compile") == 1
     assert metrics.counter("cache_hit") == 2
     graph = executor().last_graph()
-    assert len(graph.scalar_params()) == 1  # lr lifted, the 1 stays a constant
-    assert any(1 in n.args or n.kwargs.get("alpha") == 1 for n in graph.nodes) or True
+    # lr is lifted (its last value is the graph's one parameter); the 1 stays a constant.
+    assert [p.value for p in graph.scalar_params()] == [0.3]
 
 
 def test_same_step_twice_is_one_compile(backend):
@@ -144,6 +147,7 @@ def test_mixing_lazy_and_cpu_is_an_error(eager_backend):
     torch.testing.assert_close(y.cpu(), x.cpu() * 2)
 
 
+@pytest.mark.expect_fallback("aten.nonzero", "aten.masked_select")
 def test_eager_fallback_for_data_dependent_ops(backend):
     x0 = torch.tensor([0.0, 1.5, 0.0, -2.0])
     x = lazy(x0)

@@ -1,0 +1,156 @@
+"""Bugs the differential fuzzer (tools/fuzz) found, each shrunk to a named test.
+
+Each compares with eager PyTorch on the CPU. A bug not fixed yet is a strict
+xfail on the backends where it fails, with its root cause (as far as known)
+and who owns it: the day it is fixed the XPASS fails, and the mark goes.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ROOT, backend_unavailable_reason, requested_backends, use_backend
+
+import lazy_core
+
+
+def on_backends(**xfail: str) -> list:
+    """Every test backend as a parameter; ``xfail={name: reason}`` marks strict xfails."""
+    return [pytest.param(b, id=b, marks=pytest.mark.xfail(strict=True, reason=xfail[b.replace("-", "_")]))
+            if b.replace("-", "_") in xfail else pytest.param(b, id=b) for b in requested_backends()]
+
+
+def lazy(t: torch.Tensor) -> torch.Tensor:
+    return t.to("lazy")
+
+
+# -- fixed ------------------------------------------------------------------------------------------
+def test_a_failed_read_does_not_poison_the_next_step() -> None:
+    """Root cause (fixed in lazy_core/async_exec.py): the worker thread kept its last job, whose
+    box kept the error, whose traceback kept the caller's frames and so the dead tensor's storage;
+    the failed pending value then joined every later ``mark_step()`` and failed it again.
+    On ``eager`` (the bug is in lazy_core): a compiled backend refuses this graph at compile time."""
+    use_backend("eager")
+    a = lazy(torch.tensor([1.0, 2.0]))
+
+    def read_a_bad_value() -> None:
+        bad = torch.bitwise_and(a, a)  # eager PyTorch: NotImplementedError for Float; lazy: at the read
+        try:
+            bad.cpu()
+        except NotImplementedError:
+            pass
+
+    read_a_bad_value()
+    gc.collect()
+    b = a + 1
+    lazy_core.mark_step()
+    torch.testing.assert_close(b.cpu(), torch.tensor([2.0, 3.0]))
+
+
+# -- errors that only the data reveal: raise at the read at the latest (issue 13 / 14) -------------------
+_NO_CHECK = ("the lowering emits no runtime check: an integer division by zero gives garbage "
+             "(% reads uninitialized memory on reference) instead of eager's ZeroDivisionError")
+
+
+@pytest.mark.parametrize("name", on_backends(reference=_NO_CHECK, iree_cpu=_NO_CHECK, iree_vulkan=_NO_CHECK))
+@pytest.mark.parametrize("op", ["floordiv", "remainder", "floordiv_tensor"])
+def test_integer_division_by_zero_raises(name: str, op: str) -> None:
+    use_backend(name)
+    fns = {
+        "floordiv": lambda x: x // 0,
+        "remainder": lambda x: x % 0,
+        "floordiv_tensor": lambda x: x // torch.tensor([1, 0], device=x.device),
+    }
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fns[op](torch.tensor([3, 4]))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fns[op](lazy(torch.tensor([3, 4]))).cpu()
+
+
+_OOB = ("index_select with an index out of range (here -1) reads memory outside the tensor "
+        "(garbage values) instead of raising IndexError: no bounds check in the lowering")
+
+
+@pytest.mark.parametrize("name", on_backends(reference=_OOB, iree_cpu=_OOB, iree_vulkan=_OOB))
+def test_index_select_out_of_range_raises(name: str) -> None:
+    use_backend(name)
+    with pytest.raises(IndexError):
+        torch.index_select(torch.tensor([1.0, 2.0]), 0, torch.tensor([-1]))
+    with pytest.raises(IndexError):
+        torch.index_select(lazy(torch.tensor([1.0, 2.0])), 0, lazy(torch.tensor([-1]))).cpu()
+
+
+# -- PyTorch's error at the call (issue 13, error semantics; lazy_core's meta path) ------------------------
+_ALPHA = ("the meta kernel (torch._refs) raises ValueError for a float alpha on integer tensors; "
+          "ATen raises RuntimeError")
+
+
+@pytest.mark.parametrize("name", on_backends(eager=_ALPHA, reference=_ALPHA, iree_cpu=_ALPHA, iree_vulkan=_ALPHA))
+def test_float_alpha_on_integer_tensors_raises_runtime_error(name: str) -> None:
+    use_backend(name)
+    x = torch.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="alpha"):
+        torch.sub(x, x, alpha=-0.0)
+    with pytest.raises(RuntimeError, match="alpha"):
+        torch.sub(lazy(x), lazy(x), alpha=-0.0)
+
+
+_LOG_SOFTMAX = ("the meta kernel decomposes log_softmax and raises 'Subtraction ... with two bool tensors' "
+                "(RuntimeError) where ATen raises NotImplementedError, and raises even for an empty "
+                "tensor, which eager returns")
+
+
+@pytest.mark.parametrize("name", on_backends(eager=_LOG_SOFTMAX, reference=_LOG_SOFTMAX, iree_cpu=_LOG_SOFTMAX,
+                                             iree_vulkan=_LOG_SOFTMAX))
+def test_log_softmax_of_bool_as_eager(name: str) -> None:
+    use_backend(name)
+    with pytest.raises(NotImplementedError):
+        torch.log_softmax(torch.tensor([True, False]), -1)
+    with pytest.raises(NotImplementedError):
+        torch.log_softmax(lazy(torch.tensor([True, False])), -1).cpu()
+    empty = torch.zeros(0, 3, dtype=torch.bool)
+    assert torch.log_softmax(lazy(empty), -1).cpu().shape == torch.log_softmax(empty, -1).shape
+
+
+_WRAPPED = ("a dtype error that meta kernels do not check (bitwise_and of floats) surfaces only when "
+            "the graph runs, and after mark_step() as RuntimeError('lazy execution ... failed') "
+            "(lazy_core/async_exec.py wraps it) instead of eager's NotImplementedError")
+
+
+@pytest.mark.parametrize("name", on_backends(eager=_WRAPPED, reference=_WRAPPED, iree_cpu=_WRAPPED,
+                                             iree_vulkan=_WRAPPED))
+def test_dtype_error_keeps_its_type_after_mark_step(name: str) -> None:
+    use_backend(name)
+    a = lazy(torch.tensor([1.0, 2.0]))
+    with pytest.raises(NotImplementedError):
+        v = torch.bitwise_and(a, a)
+        lazy_core.mark_step()
+        v.cpu()
+
+
+# -- nothing ends the process (issue 14) ---------------------------------------------------------------
+_ABORT = ("the reference backend aborts the process (SIGABRT, 'unimplemented: tensor with zero "
+          "element' from MLIR) on the reciprocal of a NaN splat; owner: reference backend / issue 14")
+
+_RECIPROCAL_OF_NAN = """
+import torch, lazy_core
+lazy_core.init({name!r})
+x = torch.full((3,), float("nan"), device="lazy")
+print(torch.reciprocal(x).cpu().isnan().all().item())
+"""
+
+
+@pytest.mark.parametrize("name", on_backends(reference=_ABORT))
+def test_reciprocal_of_a_nan_splat_does_not_abort(name: str) -> None:
+    reason = backend_unavailable_reason(name)
+    if reason:
+        pytest.skip(reason)
+    proc = subprocess.run([sys.executable, "-c", _RECIPROCAL_OF_NAN.format(name=name)], cwd=ROOT,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert proc.stdout.strip().endswith("True"), proc.stdout

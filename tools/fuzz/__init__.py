@@ -1,0 +1,17 @@
+"""A differential fuzzer: random ATen programs on the lazy device against eager CPU.
+
+``python -m tools.fuzz --backend iree-cpu --programs 500 --seeds 0,1,2`` (or
+``make fuzz``) generates programs of elementwise ops with scalar and tensor
+operands, reductions and indexing on negative and positive dims, views and
+in-place ops through them, casts, ``where``, ``cat``, softmax, scans and
+matmul, with constants that collide in Python (values.py). Each program runs
+on eager CPU and on the lazy device in one long-lived process (caches shared)
+and must agree in values, dtypes, shapes, NaN positions, signs of zeros and
+raised errors (check.py). A mismatch is shrunk and printed as a standalone
+script (shrink.py). It depends on lazy_core's public API only.
+"""
+
+from .driver import Config, Failure, Report, fuzz
+from .ops import CATEGORIES
+
+__all__ = ["CATEGORIES", "Config", "Failure", "Report", "fuzz"]

@@ -1,0 +1,233 @@
+"""The fuzz loop: many programs in one process, checked against eager CPU.
+
+Programs run in groups (``batch``): a group's programs are traced one after
+the other and run as ONE graph at a ``mark_step()``, as a training step
+would, which makes a compiled backend fast enough to fuzz. A program whose
+CPU run raises runs alone. Every group is followed by its twin group: the
+same programs with constants swapped for ones that collide in Python
+(``-1``/``-2``, ``1``/``1.0``/``True``, ``0``/``-0.0``/``False``, NaN), so a
+cache that decides reuse on a hash or on ``==`` returns the first group's
+graph or shapes for the second. Nothing is cleared between groups: the
+caches are shared, as in a long-running program.
+
+A failure is shrunk (shrink.py) and printed as a standalone script.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import lazy_core
+
+from . import ops, values
+from .check import compare_env, run_cpu, trace_lazy
+from .program import Generator, Line, Program
+
+
+@dataclass
+class Config:
+    backend: str = "eager"
+    seed: int = 0
+    programs: int = 100
+    categories: set[str] = field(default_factory=lambda: set(ops.CATEGORIES))
+    batch: int = 8
+    twins: bool = True
+    min_ops: int = 3
+    max_ops: int = 10
+    shrink: bool = True
+    max_failures: int = 5
+    #: Written before each group runs on the lazy device: if the process dies, the repro survives.
+    last_path: str | None = None
+
+
+@dataclass
+class Failure:
+    message: str
+    programs: list[Program]
+    batch: bool
+    repro: str = ""
+    shrunk: bool = False
+
+
+@dataclass
+class Report:
+    backend: str
+    seed: int
+    programs: int = 0
+    seconds: float = 0.0
+    failures: list[Failure] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.programs / self.seconds if self.seconds else 0.0
+
+
+def generate(rng: random.Random, categories: set[str], min_ops: int, max_ops: int, label: str) -> Program:
+    g = Generator(rng, categories)
+    for _ in range(rng.randint(1, 3)):
+        g.add_input()
+    table = ops.templates(categories)
+    want, tries = rng.randint(min_ops, max_ops), 0
+    added = 0
+    while added < want and tries < want * 8:
+        tries += 1
+        if g.add_op(table):
+            added += 1
+    return Program(g.lines, label)
+
+
+def twin(program: Program, rng: random.Random, categories: set[str] | None = None) -> Program | None:
+    """``program`` with some constants swapped for colliding partners (None if it has none).
+
+    With the ``errors`` category off, a twin that eager rejects where the
+    original ran is dropped (e.g. ``x // False``: the category's switch holds for twins too).
+    """
+    lines, changed = [], False
+    for ln in program.lines:
+        consts = list(ln.consts)
+        for i, c in enumerate(consts):
+            options = values.partners(c)
+            if options and rng.random() < 0.7:
+                consts[i] = rng.choice(options)
+                changed = True
+        lines.append(ln.with_consts(tuple(consts)) if consts else ln)
+    if not changed:
+        return None
+    result = Program(lines, program.label + "'")
+    if categories is not None and "errors" not in categories:
+        before = run_cpu(program).errors
+        after = run_cpu(result).errors
+        if any(a is not None and b is None for a, b in zip(after, before)):
+            return None
+    return result
+
+
+def fresh_backend(name: str) -> None:
+    """A new backend instance with empty caches everywhere (for checking a repro in isolation)."""
+    from lazy_core import tensor
+
+    # Values of the failed programs may still be pending (a cycle keeps them): collect
+    # them first, since switching backends moves every live value to the new one.
+    # A failed execution's error (its traceback holds the step's storages) stays reachable
+    # from the executor's last graph until another graph runs: run a tiny one.
+    try:
+        lazy_core.mark_step()
+        (torch.zeros(1, device="lazy") + 1).cpu()
+    except Exception:
+        pass  # a value that cannot be computed: its error was reported by the check
+    gc.collect()
+    lazy_core.init(lazy_core.create_backend(name))
+    lazy_core.executor().clear_cache()
+    tensor._shape_cache.clear()
+
+
+def run_group(programs: list[Program], batch: bool) -> tuple[str | None, Program | None]:
+    """Run ``programs`` on the active backend; the first mismatch and its program, or (None, None)."""
+    cpus = [run_cpu(p) for p in programs]
+    pending: list[tuple[Program, Any, Any]] = []
+    for p, cpu in zip(programs, cpus):
+        alone = not batch or any(e is not None for e in cpu.errors)
+        lazy, diff = trace_lazy(p, cpu)
+        if diff is not None:
+            return diff, p
+        if alone:
+            diff = compare_env(cpu, lazy)
+            del lazy  # its pending values must not join the next graph
+            if diff is not None:
+                return diff, p
+        else:
+            pending.append((p, cpu, lazy))
+    if pending:
+        try:
+            lazy_core.mark_step()
+        except Exception as e:
+            return f"mark_step() raised {type(e).__name__}: {e}", pending[0][0]
+        for p, cpu, lazy in pending:
+            diff = compare_env(cpu, lazy)
+            if diff is not None:
+                return diff, p
+    return None, None
+
+
+def reproduces(backend: str, programs: list[Program], batch: bool) -> str | None:
+    """The mismatch of ``programs`` run on a fresh backend, or None."""
+    fresh_backend(backend)
+    try:
+        diff, _ = run_group(programs, batch)
+    except Exception as e:  # a crash in the toolkit itself is a finding too
+        diff = f"{type(e).__name__}: {e}"
+    return diff
+
+
+def fuzz(config: Config, log: Any = print) -> Report:
+    """Generate and check ``config.programs`` programs (twins included) on one backend."""
+    from .crash import dump_case
+    from .shrink import render_repro, shrink
+
+    report = Report(config.backend, config.seed)
+    rng = random.Random(config.seed)
+    old_cache_dir = os.environ.get("LAZY_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="lazy-fuzz-cache-") as cache_dir:
+        # A fresh disk cache: its stable hash is fuzzed too, and the user's cache stays clean.
+        os.environ["LAZY_CACHE_DIR"] = cache_dir
+        try:
+            fresh_backend(config.backend)
+            lazy_core.metrics.reset()
+            start = time.perf_counter()
+            n = 0
+            previous: list[Program] = []
+            while n < config.programs and len(report.failures) < config.max_failures:
+                size = min(config.batch, config.programs - n)
+                group = [generate(rng, config.categories, config.min_ops, config.max_ops,
+                                  f"seed {config.seed} program {n + i}") for i in range(size)]
+                groups = [group]
+                if config.twins and "collide" in config.categories:
+                    twins = [t for t in (twin(p, rng, config.categories) for p in group) if t is not None]
+                    if twins:
+                        groups.append(twins)
+                for programs in groups:
+                    if config.last_path:
+                        dump_case(config.last_path, config.backend, programs, config.batch > 1)
+                    try:
+                        diff, culprit = run_group(programs, config.batch > 1)
+                    except Exception as e:
+                        diff, culprit = f"{type(e).__name__}: {e}", None
+                    n += len(programs)
+                    if diff is None:
+                        continue
+                    # The group before may have filled the caches this one collided with.
+                    history = previous + group + (programs if programs is not group else [])
+                    failure = Failure(diff, history, config.batch > 1)
+                    log(f"[fuzz] {config.backend} seed {config.seed}: MISMATCH in "
+                        f"{culprit.label if culprit else 'group'}: {diff}")
+                    if config.shrink:
+                        shrink(config.backend, failure, culprit)
+                    failure.repro = render_repro(config.backend, failure.programs, failure.batch, failure.message)
+                    report.failures.append(failure)
+                    # Start the next group from a clean state: one bug, one report.
+                    fresh_backend(config.backend)
+                    break
+                previous = groups[-1]
+            lazy_core.mark_step()
+            report.seconds = time.perf_counter() - start
+            report.programs = n
+            report.counters = {k: v for k, v in lazy_core.metrics.counters().items()
+                               if k.startswith(("fallback::", "compile", "cache_"))}
+        finally:
+            if old_cache_dir is None:
+                os.environ.pop("LAZY_CACHE_DIR", None)
+            else:
+                os.environ["LAZY_CACHE_DIR"] = old_cache_dir
+    return report
+
+
+__all__ = ["Config", "Failure", "Line", "Report", "fuzz", "generate", "reproduces", "twin"]

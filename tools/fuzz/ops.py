@@ -1,0 +1,614 @@
+"""Op templates of the fuzzer, grouped in switchable categories.
+
+Each template takes the ``Generator`` (the CPU values so far) and returns one
+``Line`` or None when no operand fits. Categories (``CATEGORIES``) can be
+turned off one by one (``--skip``), so a bug whose fix is pending elsewhere
+does not hide every other finding; turning one off removes exactly that
+category's lines, nothing else:
+
+- ``nan``: NaN operands of NaN-sensitive ops (clamp, max/min, argmax, sort,
+  topk, maximum, cummax). Off: those ops still run, on NaN-free operands.
+- ``inplace_cast``: in-place and ``out=`` ops whose result type cannot be cast
+  to the destination (PyTorch raises). Off: only castable in-place ops.
+- ``view_inplace``: in-place ops through a view (the base must change too).
+- ``linear``: ``F.linear``/``addmm``/``mm`` (zeros inputs are common).
+- ``special``: NaN and +-inf as scalar constants.
+- ``data_error``: errors only the data reveal (an index out of range, an
+  integer division by zero): lazy must raise them at the read at the latest.
+- ``errors``: any other line that eager PyTorch rejects (a dtype it does not
+  support, a bad dim): lazy must raise the same exception type. Off: such
+  lines are dropped (a lazy error where eager has none is always a finding).
+- ``collide``: twin programs whose constants collide in Python (driver.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from . import values
+from .program import Generator, Line
+
+Template = Callable[[Generator], Line | None]
+
+_registry: list[tuple[str, Template]] = []
+
+
+def op(category: str) -> Callable[[Template], Template]:
+    def register(fn: Template) -> Template:
+        _registry.append((category, fn))
+        return fn
+
+    return register
+
+
+def templates(categories: set[str]) -> list[tuple[str, Template]]:
+    """The templates whose home category is enabled (a template may still pick another)."""
+    return [(c, f) for c, f in _registry if c in categories]
+
+
+def _float(t: torch.Tensor) -> bool:
+    return t.is_floating_point()
+
+
+def _int(t: torch.Tensor) -> bool:
+    return not t.is_floating_point() and t.dtype != torch.bool
+
+
+def _nd(n: int) -> Callable[[torch.Tensor], bool]:
+    return lambda t: t.dim() >= n
+
+
+def _nan_free(t: torch.Tensor) -> bool:
+    return not (t.is_floating_point() and bool(t.isnan().any()))
+
+
+def _has_nan(t: torch.Tensor) -> bool:
+    return t.is_floating_point() and bool(t.isnan().any())
+
+
+def _broadcasts(a: torch.Tensor) -> Callable[[torch.Tensor], bool]:
+    def ok(t: torch.Tensor) -> bool:
+        try:
+            torch.broadcast_shapes(a.shape, t.shape)
+            return True
+        except RuntimeError:
+            return False
+
+    return ok
+
+
+def input_line(g: Generator) -> Line:
+    """A fresh input: a literal tensor, or a factory whose dtype comes from a colliding scalar."""
+    out = g.fresh()
+    shape = g.rng.choice(values.SHAPES)
+    r = g.rng.random()
+    if r < 0.7:
+        dtype = g.rng.choice(values.DTYPES)
+        src = values.input_source(g.rng, shape, dtype, specials="special" in g.categories)
+        return Line(f"{out} = {src}", (), (out,), "input")
+    if r < 0.85:
+        fn = g.rng.choice(["zeros", "ones"])
+        dtype = g.rng.choice(values.DTYPES)
+        return Line(f"{out} = torch.{fn}({{0}}, dtype={dtype}, device=DEV)", (shape,), (out,), "input")
+    return Line(f"{out} = torch.full({{0}}, {{1}}, device=DEV)", (shape, g.scalar()), (out,), "input")
+
+
+# -- elementwise ---------------------------------------------------------------------------
+_BIN_FUNCS = ["add", "sub", "mul", "div", "remainder", "pow", "eq", "lt", "ge", "ne", "logical_and",
+              "logical_or", "bitwise_and", "bitwise_or", "atan2", "fmod", "true_divide", "floor_divide"]
+_BIN_OPS = ["+", "-", "*", "/", "<", "==", ">=", "&", "|", "**", "//", "%"]
+
+
+def _divides(expr: str) -> bool:
+    return any(k in expr for k in ("div", "remainder", "fmod", "//", "%"))
+
+
+def _zero_int_divisor(g: Generator, fn: str, a: torch.Tensor, b: object) -> bool:
+    """An integer division by zero: an error that only the data reveal (category data_error)."""
+    if not _divides(fn) or "true_div" in fn or fn == "/" or fn == "div":
+        return False
+    if isinstance(b, torch.Tensor):
+        return _int(a) and _int(b) and bool((b == 0).any())
+    return _int(a) and isinstance(b, int) and b == 0
+
+
+@op("binary")
+def binary_tensor(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    b = g.var(_broadcasts(g.t(a)))
+    out = g.fresh()
+    form = g.rng.random()
+    if form < 0.5:
+        fn = g.rng.choice(_BIN_FUNCS)
+        line = Line(f"{out} = torch.{fn}({a}, {b})", (), (out,), "binary")
+        op_name = fn
+    else:
+        fn = g.rng.choice(_BIN_OPS)
+        line = Line(f"{out} = {a} {fn} {b}", (), (out,), "binary")
+        op_name = fn
+    if _zero_int_divisor(g, op_name, g.t(a), g.t(b)):
+        return Line(line.template, (), line.touched, "data_error")
+    return line
+
+
+@op("binary")
+def binary_scalar(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    out, c = g.fresh(), g.scalar()
+    r = g.rng.random()
+    if r < 0.35:
+        fn = g.rng.choice(_BIN_FUNCS)
+        line = Line(f"{out} = torch.{fn}({a}, {{0}})", (c,), (out,), "binary")
+        name = fn
+    elif r < 0.7:
+        name = g.rng.choice(_BIN_OPS)
+        line = Line(f"{out} = {a} {name} {{0}}", (c,), (out,), "binary")
+    elif r < 0.85:
+        name = g.rng.choice(["+", "-", "*", "/"])
+        line = Line(f"{out} = {{0}} {name} {a}", (c,), (out,), "binary")
+    else:
+        # A 0-d CPU tensor is allowed beside a lazy one (and promotes like a scalar).
+        name = g.rng.choice(["+", "*", "-"])
+        line = Line(f"{out} = {a} {name} torch.tensor({{0}})", (c,), (out,), "binary")
+    if _zero_int_divisor(g, name, g.t(a), c):
+        return Line(line.template, line.consts, line.touched, "data_error")
+    return line
+
+
+@op("binary")
+def add_alpha(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    b = g.var(_broadcasts(g.t(a)))
+    out = g.fresh()
+    fn = g.rng.choice(["add", "sub"])
+    return Line(f"{out} = torch.{fn}({a}, {b}, alpha={{0}})", (g.scalar(),), (out,), "binary")
+
+
+_UNARY = ["neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "sign", "floor", "ceil", "round",
+          "reciprocal", "logical_not", "bitwise_not", "isnan", "isinf", "nan_to_num", "sin", "square",
+          "trunc", "frac", "rsqrt", "expm1", "log1p", "erf", "exp2", "signbit", "isfinite", "sgn"]
+
+
+@op("unary")
+def unary(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    out, fn = g.fresh(), g.rng.choice(_UNARY)
+    if g.rng.random() < 0.5:
+        return Line(f"{out} = torch.{fn}({a})", (), (out,), "unary")
+    return Line(f"{out} = {a}.{fn}()", (), (out,), "unary")
+
+
+# -- reductions, scans, softmax --------------------------------------------------------------
+_REDUCE = ["sum", "mean", "prod", "any", "all", "std", "var", "logsumexp", "nansum", "count_nonzero"]
+
+
+@op("reduce")
+def reduce(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    t, out, fn = g.t(a), g.fresh(), g.rng.choice(_REDUCE)
+    r = g.rng.random()
+    if r < 0.2 and fn not in ("logsumexp",):
+        return Line(f"{out} = {a}.{fn}()", (), (out,), "reduce")
+    if r < 0.6:
+        return Line(f"{out} = {a}.{fn}({{0}})", (g.dim(t),), (out,), "reduce")
+    if r < 0.85 and fn != "count_nonzero":
+        return Line(f"{out} = torch.{fn}({a}, {{0}}, keepdim={{1}})", (g.dim(t), g.rng.random() < 0.5),
+                    (out,), "reduce")
+    d1, d2 = g.dim(t), g.dim(t)
+    return Line(f"{out} = torch.{fn}({a}, ({{0}}, {{1}}))", (d1, d2), (out,), "reduce")
+
+
+@op("reduce")
+def reduce_dtype(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    out = g.fresh()
+    fn = g.rng.choice(["sum", "cumsum", "prod", "mean"])
+    dtype = g.rng.choice([torch.float64, torch.int64, torch.float32])
+    return Line(f"{out} = torch.{fn}({a}, {{0}}, dtype={{1}})", (g.dim(g.t(a)), dtype), (out,), "reduce")
+
+
+@op("cumsum")
+def scan(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    out, fn = g.fresh(), g.rng.choice(["cumsum", "cumprod", "logcumsumexp"])
+    return Line(f"{out} = torch.{fn}({a}, {{0}})", (g.dim(g.t(a)),), (out,), "cumsum")
+
+
+@op("softmax")
+def softmax(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    out = g.fresh()
+    fn = g.rng.choice(["torch.softmax", "F.log_softmax", "torch.log_softmax"])
+    if g.rng.random() < 0.2:
+        return Line(f"{out} = {fn}({a}, {{0}}, dtype=torch.float64)", (g.dim(g.t(a)),), (out,), "softmax")
+    return Line(f"{out} = {fn}({a}, {{0}})", (g.dim(g.t(a)),), (out,), "softmax")
+
+
+# -- NaN-sensitive ops ----------------------------------------------------------------------
+def _nan_operand(g: Generator, pred=None) -> str | None:
+    """An operand for a NaN-sensitive op; with ``nan`` off, only NaN-free ones; with it on, prefer NaN."""
+    if not g.nan_ok():
+        return g.var(lambda t: _nan_free(t) and (pred is None or pred(t)))
+    if g.rng.random() < 0.6:
+        name = g.var(lambda t: _has_nan(t) and (pred is None or pred(t)))
+        if name is not None:
+            return name
+    return g.var(pred)
+
+
+def _nan_line(g: Generator, template: str, consts: tuple, touched: tuple[str, ...], *operands: str) -> Line:
+    nan = any(_has_nan(g.t(o)) for o in operands) or any(
+        isinstance(c, float) and c != c for c in consts)
+    return Line(template, consts, touched, "nan" if nan else "minmax")
+
+
+@op("minmax")
+def clamp(g: Generator) -> Line | None:
+    a = _nan_operand(g)
+    if a is None:
+        return None
+    out = g.fresh()
+    lo, hi = g.scalar(), g.scalar()
+    if not g.nan_ok():
+        lo, hi = (v if not (isinstance(v, float) and v != v) else 0.5 for v in (lo, hi))
+    r = g.rng.random()
+    if r < 0.4:
+        return _nan_line(g, f"{out} = torch.clamp({a}, {{0}}, {{1}})", (lo, hi), (out,), a)
+    if r < 0.7:
+        fn = g.rng.choice(["clamp_min", "clamp_max"])
+        return _nan_line(g, f"{out} = {a}.{fn}({{0}})", (lo,), (out,), a)
+    b = _nan_operand(g, _broadcasts(g.t(a)))
+    if b is None:
+        return None
+    return _nan_line(g, f"{out} = torch.clamp({a}, min={b})", (), (out,), a, b)
+
+
+@op("minmax")
+def maximum(g: Generator) -> Line | None:
+    a = _nan_operand(g)
+    if a is None:
+        return None
+    b = _nan_operand(g, _broadcasts(g.t(a)))
+    if b is None:
+        return None
+    out, fn = g.fresh(), g.rng.choice(["maximum", "minimum", "fmax", "fmin"])
+    return _nan_line(g, f"{out} = torch.{fn}({a}, {b})", (), (out,), a, b)
+
+
+@op("minmax")
+def max_reduce(g: Generator) -> Line | None:
+    a = _nan_operand(g)
+    if a is None:
+        return None
+    t, out = g.t(a), g.fresh()
+    r = g.rng.random()
+    if r < 0.25:
+        fn = g.rng.choice(["max", "min", "argmax", "argmin", "amax", "amin"])
+        return _nan_line(g, f"{out} = {a}.{fn}()", (), (out,), a)
+    if r < 0.55:
+        fn = g.rng.choice(["argmax", "argmin", "amax", "amin"])
+        return _nan_line(g, f"{out} = torch.{fn}({a}, {{0}})", (g.dim(t),), (out,), a)
+    if r < 0.75:
+        fn = g.rng.choice(["max", "min"])
+        idx = g.fresh()
+        return _nan_line(g, f"{out}, {idx} = torch.{fn}({a}, {{0}}, keepdim={{1}})",
+                         (g.dim(t), g.rng.random() < 0.5), (out, idx), a)
+    fn = g.rng.choice(["cummax", "cummin"])
+    return _nan_line(g, f"{out} = torch.{fn}({a}, {{0}}).values", (g.dim(t),), (out,), a)
+
+
+@op("minmax")
+def sort_topk(g: Generator) -> Line | None:
+    a = _nan_operand(g)
+    if a is None:
+        return None
+    t, out = g.t(a), g.fresh()
+    if g.rng.random() < 0.5:
+        idx = g.fresh()
+        # stable=True: ties keep their order, so the indices are defined too.
+        return _nan_line(g, f"{out}, {idx} = torch.sort({a}, {{0}}, descending={{1}}, stable=True)",
+                         (g.dim(t), g.rng.random() < 0.5), (out, idx), a)
+    k = g.rng.choice([1, 2])
+    # topk's indices among ties are unspecified: compare the values only.
+    return _nan_line(g, f"{out} = torch.topk({a}, {{0}}, {{1}}, largest={{2}}).values",
+                     (k, g.dim(t), g.rng.random() < 0.7), (out,), a)
+
+
+# -- indexing ---------------------------------------------------------------------------------
+@op("index")
+def basic_index(g: Generator) -> Line | None:
+    a = g.var(_nd(1))
+    if a is None:
+        return None
+    t, out = g.t(a), g.fresh()
+    n = t.shape[0]
+    i = g.ints([-1, -2, 0, 1, n - 1, -n])
+    r = g.rng.random()
+    if r < 0.3:
+        return Line(f"{out} = {a}[{{0}}]", (i,), (out,), "index")
+    if r < 0.5 and t.dim() >= 2:
+        j = g.ints([-1, -2, 0, 1])
+        return Line(f"{out} = {a}[:, {{0}}]", (j,), (out,), "index")
+    if r < 0.65:
+        return Line(f"{out} = {a}[..., {{0}}]", (g.ints([-1, -2, 0]),), (out,), "index")
+    if r < 0.8:
+        return Line(f"{out} = {a}.select({{0}}, {{1}})", (g.dim(t), g.ints([-1, -2, 0, 1])), (out,),
+                    "index")
+    lo, hi = g.ints([None, -2, -1, 0, 1]), g.ints([None, -1, 2, 3, 10])
+    return Line(f"{out} = {a}[{{0}}:{{1}}]", (lo, hi), (out,), "index")
+
+
+@op("index")
+def tensor_index(g: Generator) -> Line | None:
+    a = g.var(_nd(1))
+    if a is None:
+        return None
+    t, out = g.t(a), g.fresh()
+    idx = g.var(lambda x: x.dtype == torch.int64 and x.dim() == 1)
+    if idx is None:
+        return None
+    iv = g.t(idx)
+    d = g.dim(t, allow_bad=False)
+    size = t.shape[d] if t.dim() else 1
+    in_range = bool(((iv >= -size) & (iv < size)).all())
+    fn = g.rng.choice(["index_select", "getitem"])
+    if fn == "index_select":
+        nonneg = bool((iv >= 0).all())
+        ok = in_range and nonneg
+        line = Line(f"{out} = torch.index_select({a}, {{0}}, {idx})", (d,), (out,), "index")
+    else:
+        ok = in_range if t.dim() else False
+        line = Line(f"{out} = {a}[{idx}]", (), (out,), "index")
+    return line if ok else Line(line.template, line.consts, line.touched, "data_error")
+
+
+# -- views and in-place ops -----------------------------------------------------------------------
+@op("view")
+def view(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    t, out = g.t(a), g.fresh()
+    choices = [
+        (f"{out} = {a}.reshape(-1)", ()),
+        (f"{out} = {a}.unsqueeze({{0}})", (g.rng.choice([0, -1, t.dim()]),)),
+        (f"{out} = {a}.view(-1)", ()),
+        (f"{out} = {a}.flatten()", ()),
+        (f"{out} = {a}.contiguous()", ()),
+    ]
+    if t.dim() >= 1:
+        choices += [(f"{out} = {a}.squeeze({{0}})", (g.dim(t),)),
+                    (f"{out} = {a}[::2]", ()),
+                    (f"{out} = {a}.narrow({{0}}, {{1}}, 1)", (g.dim(t), g.rng.choice([0, 1, -1]))),
+                    (f"{out} = {a}.expand(2, *{a}.shape)", ())]
+    if t.dim() >= 2:
+        choices += [(f"{out} = {a}.transpose({{0}}, {{1}})", (g.dim(t), g.dim(t))),
+                    (f"{out} = {a}.movedim(0, -1)", ()),
+                    (f"{out} = {a}.diagonal()", ()),
+                    (f"{out} = {a}.mT", ())]
+    if t.dim() == 2:
+        choices.append((f"{out} = {a}.t()", ()))
+    if t.dim() == 3:
+        choices.append((f"{out} = {a}.permute(2, 0, 1)", ()))
+    template, consts = g.rng.choice(choices)
+    return Line(template, consts, (out,), "view")
+
+
+_INPLACE = ["add_", "sub_", "mul_", "div_", "clamp_min_", "remainder_", "pow_"]
+
+
+def _castable(g: Generator, target: torch.Tensor, other: object) -> bool:
+    try:
+        return torch.can_cast(torch.result_type(target, other), target.dtype)
+    except (RuntimeError, TypeError):
+        return True
+
+
+def _inplace_category(g: Generator, target: str, castable: bool) -> str:
+    if not castable:
+        return "inplace_cast"
+    t = g.t(target)
+    return "view_inplace" if t._base is not None else "inplace"
+
+
+@op("inplace")
+def inplace(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    t = g.t(a)
+    r = g.rng.random()
+    if r < 0.45:
+        fn, c = g.rng.choice(_INPLACE), g.scalar()
+        return Line(f"{a}.{fn}({{0}})", (c,), (a,), _inplace_category(g, a, _castable(g, t, c)))
+    if r < 0.6:
+        b = g.var(lambda x: _broadcasts(t)(x) and torch.broadcast_shapes(t.shape, x.shape) == t.shape)
+        if b is None:
+            return None
+        fn = g.rng.choice(_INPLACE[:4] + ["copy_"])
+        castable = fn == "copy_" or _castable(g, t, g.t(b))
+        return Line(f"{a}.{fn}({b})", (), (a,), _inplace_category(g, a, castable))
+    if r < 0.75:
+        op_ = g.rng.choice(["+=", "*=", "-="])
+        c = g.scalar()
+        return Line(f"{a} {op_} {{0}}", (c,), (a,), _inplace_category(g, a, _castable(g, t, c)))
+    if r < 0.85:
+        fn = g.rng.choice(["zero_()", "fill_({0})", "relu_()", "neg_()", "abs_()", "logical_not_()"])
+        return Line(f"{a}.{fn}", (g.scalar(),) if "{0}" in fn else (), (a,), _inplace_category(g, a, True))
+    if t.dim() >= 1:
+        i = g.ints([-1, -2, 0, 1])
+        return Line(f"{a}[{{0}}] = {{1}}", (i, g.scalar()), (a,), _inplace_category(g, a, True))
+    return None
+
+
+@op("view_inplace")
+def inplace_through_view(g: Generator) -> Line | None:
+    a = g.var(_nd(1))
+    if a is None:
+        return None
+    t = g.t(a)
+    c = g.scalar()
+    castable = _castable(g, t, c)
+    views = ["[0]", "[-1]", "[::2]", ".view(-1)", ".unsqueeze(0)"]
+    if t.dim() >= 2:
+        views += [".transpose(0, -1)", ".t()" if t.dim() == 2 else ".mT", "[:, -1]", ".diagonal()", "[:, 1:]"]
+    v = g.rng.choice(views)
+    fn = g.rng.choice(["add_({0})", "mul_({0})", "fill_({0})", "zero_()", "logical_not_()", "sub_({0})"])
+    if fn.startswith(("fill_", "zero_", "logical_not_")):
+        castable = True
+    consts = (c,) if "{0}" in fn else ()
+    return Line(f"{a}{v}.{fn}", consts, (a,), "view_inplace" if castable else "inplace_cast")
+
+
+@op("inplace")
+def out_variant(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    b = g.var(_broadcasts(g.t(a)))
+    dst = g.var(lambda x: x.shape == torch.broadcast_shapes(g.t(a).shape, g.t(b).shape))
+    if dst is None:
+        return None
+    fn = g.rng.choice(["add", "mul", "sub", "maximum"])
+    try:
+        result = getattr(torch, fn)(g.t(a), g.t(b))
+    except RuntimeError:
+        return None
+    castable = torch.can_cast(result.dtype, g.t(dst).dtype)
+    return Line(f"torch.{fn}({a}, {b}, out={dst})", (), (dst,), _inplace_category(g, dst, castable))
+
+
+# -- casts, where, cat ----------------------------------------------------------------------------
+_CAST_DTYPES = [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool, torch.float16]
+
+
+@op("cast")
+def cast(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    t, out = g.t(a), g.fresh()
+    dtype = g.rng.choice(_CAST_DTYPES)
+    if t.is_floating_point() and dtype in (torch.int64, torch.int32) and not bool(t.isfinite().all()):
+        return None  # float -> int of nan/inf is undefined behaviour in PyTorch itself
+    r = g.rng.random()
+    if r < 0.5:
+        return Line(f"{out} = {a}.to({{0}})", (dtype,), (out,), "cast")
+    if r < 0.8:
+        fn = {torch.float32: "float", torch.float64: "double", torch.int64: "long", torch.int32: "int",
+              torch.bool: "bool", torch.float16: "half"}[dtype]
+        return Line(f"{out} = {a}.{fn}()", (), (out,), "cast")
+    b = g.var()
+    if t.is_floating_point() and not g.t(b).is_floating_point() and g.t(b).dtype != torch.bool \
+            and not bool(t.isfinite().all()):
+        return None
+    return Line(f"{out} = {a}.type_as({b})", (), (out,), "cast")
+
+
+@op("where")
+def where(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    out = g.fresh()
+    cond = g.var(lambda x: x.dtype == torch.bool and _broadcasts(g.t(a))(x))
+    cond_src = cond if cond is not None else f"{a} > 0"
+    r = g.rng.random()
+    if r < 0.4:
+        b = g.var(_broadcasts(g.t(a)))
+        return Line(f"{out} = torch.where({cond_src}, {a}, {b})", (), (out,), "where")
+    if r < 0.75:
+        return Line(f"{out} = torch.where({cond_src}, {a}, {{0}})", (g.scalar(),), (out,), "where")
+    return Line(f"{out} = torch.where({cond_src}, {{0}}, {{1}})", (g.scalar(), g.scalar()), (out,), "where")
+
+
+@op("where")
+def masked_fill(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    out = g.fresh()
+    return Line(f"{out} = {a}.masked_fill({a} > {{0}}, {{1}})", (g.scalar(), g.scalar()), (out,), "where")
+
+
+@op("cat")
+def cat(g: Generator) -> Line | None:
+    a = g.var(_nd(1))
+    if a is None:
+        return None
+    t = g.t(a)
+    b = g.var(lambda x: x.dim() == t.dim()) or a
+    out = g.fresh()
+    if g.rng.random() < 0.7:
+        return Line(f"{out} = torch.cat([{a}, {b}], {{0}})", (g.dim(t),), (out,), "cat")
+    return Line(f"{out} = torch.stack([{a}, {b}], {{0}})", (g.rng.choice([0, -1, 1]),), (out,), "cat")
+
+
+# -- matmul and linear -----------------------------------------------------------------------------
+@op("matmul")
+def matmul(g: Generator) -> Line | None:
+    a = g.var(_nd(1))
+    if a is None:
+        return None
+    t, out = g.t(a), g.fresh()
+    if t.dim() >= 2 and g.rng.random() < 0.6:
+        b = g.var(lambda x: x.shape == t.shape) or a
+        return Line(f"{out} = {a} @ {b}.mT", (), (out,), "matmul")
+    b = g.var(_nd(1))
+    return Line(f"{out} = torch.matmul({a}, {b})", (), (out,), "matmul")
+
+
+@op("linear")
+def linear(g: Generator) -> Line | None:
+    a = g.var(lambda x: x.dim() >= 1 and x.is_floating_point())
+    if a is None:
+        return None
+    k, out = g.t(a).shape[-1], g.fresh()
+    w = g.var(lambda x: x.dim() == 2 and x.shape[-1] == k)
+    n = g.rng.choice([2, 4, 8])
+    w_src = w if w is not None else f"torch.full(({n}, {k}), 0.5, device=DEV)"
+    rows = g.t(w).shape[0] if w is not None else n
+    bias = g.var(lambda x: tuple(x.shape) == (rows,))
+    r = g.rng.random()
+    if r < 0.3:
+        # linear of zeros (every RNN's first step)
+        return Line(f"{out} = F.linear(torch.zeros_like({a}), {w_src}, {bias})", (), (out,), "linear")
+    if r < 0.7:
+        return Line(f"{out} = F.linear({a}, {w_src}, {bias})", (), (out,), "linear")
+    if g.t(a).dim() == 2 and bias is not None:
+        return Line(f"{out} = torch.addmm({bias}, {a}, {w_src}.t(), beta={{0}}, alpha={{1}})",
+                    (g.scalar(), g.scalar()), (out,), "linear")
+    return Line(f"{out} = F.linear({a}, {w_src})", (), (out,), "linear")
+
+
+# -- reading a value in the middle (a graph break) ----------------------------------------------------
+@op("read")
+def read_item(g: Generator) -> Line | None:
+    a = g.var()
+    if a is None:
+        return None
+    b, out = g.var(), g.fresh()
+    fn = g.rng.choice(["sum", "max", "min"])
+    return Line(f"{out} = {b} * {a}.{fn}().item()", (), (out,), "read")
+
+
+CATEGORIES = sorted({c for c, _ in _registry} | {"nan", "inplace_cast", "special", "data_error", "errors",
+                                                  "collide"})
