@@ -12,7 +12,6 @@ eagerly on the CPU through ``lazy_core.fallback``.
 from __future__ import annotations
 
 import os
-import weakref
 from typing import Any
 
 import torch
@@ -110,8 +109,11 @@ class LazyTensor(torch.Tensor):
             new = record_output(aten.clone.default, (new,), {})
         storage = self._lz_storage
         if isinstance(storage.value.node, DeviceData):
-            # Weakly: holding it would keep the old buffer alive after the step.
-            storage.previous = weakref.ref(storage.value.node)
+            # The last good value, held until the execution of the pending value takes it
+            # over (it rolls back to it if that fails, Note [Failed executions are
+            # transactions] in async_exec) and forgets it.
+            last_good = storage.value.node
+            storage.previous = lambda: last_good
         if not self._lz_view:
             storage.value = new
             executor().track(storage)
