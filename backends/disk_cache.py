@@ -47,7 +47,9 @@ def default_dir() -> str:
 
 
 def enabled_by_env() -> bool:
-    return os.environ.get("LAZY_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no", "off", "")
+    from lazy_core import config
+
+    return bool(config.get("LAZY_DISK_CACHE"))
 
 
 class DiskCache:

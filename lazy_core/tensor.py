@@ -11,14 +11,13 @@ eagerly on the CPU through ``lazy_core.fallback``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
-from . import fallback, metrics, source_location
+from . import config, fallback, metrics, source_location
 from . import registry as _registry
-from .executor import executor
+from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
 from .metrics import _counters
 from .op_schema import OpPlan, plan
@@ -36,6 +35,7 @@ def lazy_device(index: int = 0) -> torch.device:
     # Called for every new tensor; building a torch.device costs ~2 µs.
     dev = _devices.get(index)
     if dev is None:
+        _registry.check_device_index(index)
         dev = _devices[index] = torch.device(LAZY, index)
     return dev
 
@@ -133,7 +133,8 @@ class LazyTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        return dispatch(func, args, kwargs or {})
+        with TRACE_LOCK:  # Note [Tracing from several threads] in executor
+            return dispatch(func, args, kwargs or {})
 
     def __tensor_flatten__(self) -> tuple[list[str], Any]:
         return [], (self._lz_storage, self._lz_view, TensorMeta.of(self))
@@ -217,7 +218,7 @@ class _Slot:
 
 # (id(op), arg key) -> (metas, output template, static hash of op + key + metas)
 _shape_cache: dict[tuple, tuple[tuple[TensorMeta | None, ...], Any, int]] = {}
-_SHAPE_CACHE_LIMIT = int(os.environ.get("LAZY_SHAPE_CACHE_SIZE", "100000"))
+_SHAPE_CACHE_LIMIT = int(config.get("LAZY_SHAPE_CACHE_SIZE"))
 
 
 class _Untraceable(Exception):
