@@ -102,6 +102,7 @@ class PendingBatch:
         self._waiting: list[PendingData] = [PendingData(self, f) for f in fallbacks]
 
     def placeholders(self) -> list[PendingData]:
+        """The results' placeholders. Take them before queueing the job: once it ends, the batch forgets them."""
         return list(self._waiting)
 
     def set(self, values: list[BackendData]) -> None:

@@ -343,8 +343,9 @@ class GraphExecutor:
         fallbacks = self._fallbacks(roots, storages, data_args, donated)
         # The placeholders exist before the job is queued (Note [The runtime cannot deadlock]).
         batch = PendingBatch(f"{reason}{where}, graph {entry.graph_name}", n_roots, self._worker, fallbacks)
-        self._worker.submit(lambda: batch.set(run()), batch.fail)
+        # Taken before queueing: a job that finishes first hands them out and forgets them.
         results: list[Any] = batch.placeholders()
+        self._worker.submit(lambda: batch.set(run()), batch.fail)
         wait = not (self.async_mode and reason.startswith("mark_step"))
         # The execution holds its arguments (data_args); release dead inputs'
         # buffers from the graph's nodes, which stay reachable from
