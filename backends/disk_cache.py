@@ -39,7 +39,9 @@ _HEADER = struct.Struct("<32sQ")  # sha256 of payload, payload length
 
 def default_dir() -> str:
     """The cache root: ``$LAZY_CACHE_DIR``, else the user's cache folder."""
-    explicit = os.environ.get("LAZY_CACHE_DIR")
+    from lazy_core import config
+
+    explicit = config.get("LAZY_CACHE_DIR")
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
