@@ -55,7 +55,9 @@ _HEADER = struct.Struct("<32sQ")  # sha256 of payload, payload length
 
 def default_dir() -> str:
     """The cache root: ``$LAZY_CACHE_DIR``, else the user's cache folder."""
-    explicit = os.environ.get("LAZY_CACHE_DIR")
+    from lazy_core import config
+
+    explicit = config.get("LAZY_CACHE_DIR")
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -109,7 +111,9 @@ _UMASK = _read_umask()
 
 
 def enabled_by_env() -> bool:
-    return os.environ.get("LAZY_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no", "off", "")
+    from lazy_core import config
+
+    return bool(config.get("LAZY_DISK_CACHE"))
 
 
 class DiskCache:

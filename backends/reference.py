@@ -16,7 +16,6 @@ example of a complete MLIR backend, not for speed (use ``iree-cpu``).
 from __future__ import annotations
 
 import ctypes
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +23,7 @@ import numpy as np
 import torch
 
 import lowering
+from lazy_core import config
 from lazy_core.backend import BackendData, BackendDevice, CompileError
 from lazy_core.graph import LazyGraph
 
@@ -185,7 +185,7 @@ class ReferenceBackend(MlirBackend):
     lowering_target = "linalg-on-tensors"
 
     def __init__(self, opt_level: int | None = None, runtime_checks: bool = False) -> None:
-        self.opt_level = int(os.environ.get("LAZY_REFERENCE_OPT_LEVEL", "2")) if opt_level is None else opt_level
+        self.opt_level = int(config.get("LAZY_REFERENCE_OPT_LEVEL")) if opt_level is None else opt_level
         self.runtime_checks = runtime_checks
 
     def cache_key(self) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import debug, metrics
+from . import config, debug, metrics
 from .backend import BackendData, BackendDevice, BackendImpl, CompileError
 from .executor import GraphExecutor, executor
 from .factories import register as _register_factories
@@ -32,6 +32,8 @@ from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
 from .registry import active_backend, available_backends, create_backend, init, register_backend
 from .tensor import LazyTensor
 
+# A bad LAZY_* value fails at import, naming the variable (not mid-run).
+config.validate()
 _register_factories()
 
 # Diagnostics register their executor hooks on import (recompile causes, dumps,

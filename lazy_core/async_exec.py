@@ -1,28 +1,76 @@
-"""Asynchronous execution: ``mark_step()`` hands the graph to a worker and returns.
+"""The execution worker: ``mark_step()`` hands the graph to it and returns.
 
 This is LTC's placeholder design. At a step barrier the graph is built and
 (on a cache miss) compiled on the calling thread; its execution is queued on
 one worker thread, and every output tensor immediately gets a ``PendingData``
 placeholder as its device data. Python traces step N+1 while step N runs.
 Anything that needs the value (a host read, or the next execution using it
-as an argument) waits on the placeholder. An error in the worker is stored
-in the placeholders and raised at the next read or barrier, with the label
-of the execution that failed.
+as an argument) waits on the placeholder.
 
-One worker runs every execution, synchronous ones included, so backends
-never see two calls at once.
+One worker runs every execution, synchronous ones included
+(``LAZY_ASYNC=0`` only makes the caller wait), so backends never see two
+calls at once.
+
+Note [The runtime cannot deadlock]
+----------------------------------
+* A batch's placeholders exist before its job is queued, so the worker can
+  never finish a job whose results have nowhere to go.
+* The worker loop catches every exception of a job and fails that job's
+  batch; the thread itself never dies of a job.
+* Every wait polls: if the worker thread is gone (killed at interpreter
+  exit, or by a bug in this module) the job it was running fails with an
+  error saying so and a new thread takes the rest of the queue; an optional
+  ``LAZY_WAIT_TIMEOUT`` bounds every wait.
+
+Note [Failed executions are transactions]
+-----------------------------------------
+A placeholder knows the *last good value* of the tensor it replaces (the
+device data its storage held before the step's updates). When the
+execution fails, the placeholder resolves to that value instead: the step
+is skipped as if it never ran, and the next step (already traced on top of
+the placeholders) computes from the old weights. A placeholder with no
+good value (a tensor the failed step created, or whose old buffer was
+donated to the failed execution) is *poisoned*: reading it raises.
+The failure is reported once (:class:`LazyExecutionError`): at the first
+read of one of its results, or at the next barrier (``mark_step``,
+``wait_device_ops``), whichever comes first; an execution that fails
+because it reads a poisoned result says so in one line, without nesting
+the first error's text.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
+import collections
 import queue
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from . import config
 from .backend import BackendData
+
+__all__ = [
+    "LazyExecutionError", "PendingBatch", "PendingData", "Worker", "enabled_by_default", "resolve",
+    "take_failures",
+]
+
+#: How often a waiting thread checks that the worker is still alive (seconds).
+_POLL = 0.5
+
+
+class LazyExecutionError(RuntimeError):
+    """A queued lazy execution failed (or could not run).
+
+    ``label`` names the execution (the barrier and the user's line that
+    queued it, and the graph); ``__cause__`` is the backend's own error.
+    """
+
+    def __init__(self, message: str, label: str) -> None:
+        super().__init__(message)
+        self.label = label
 
 
 class PendingBatch:
@@ -33,110 +81,255 @@ class PendingBatch:
     ``mark_step()``. When the execution ends each placeholder receives its
     own value and the batch forgets them all, so a tensor kept alive does not
     keep the other results of its step alive.
+
+    ``fallbacks[i]`` is the last good value of result ``i`` (see Note
+    [Failed executions are transactions]): a ``BackendData``, a
+    ``PendingData`` of an earlier execution, ``None`` (no good value) or a
+    string (why the old value is lost).
     """
 
-    __slots__ = ("_done", "_waiting", "_error", "label")
+    __slots__ = ("_done", "_waiting", "_error", "_cause", "label", "reported", "worker")
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, n: int, worker: Worker, fallbacks: list[Any] | None = None) -> None:
         self._done = threading.Event()
-        self._waiting: list[PendingData] = []
-        self._error: BaseException | None = None
+        self._error: LazyExecutionError | None = None
+        self._cause: BaseException | None = None
         self.label = label
+        #: Whether the failure was raised to the user (it is raised once).
+        self.reported = False
+        self.worker = worker
+        fallbacks = fallbacks or [None] * n
+        self._waiting: list[PendingData] = [PendingData(self, f) for f in fallbacks]
 
-    def placeholders(self, n: int) -> list[PendingData]:
-        self._waiting = [PendingData(self) for _ in range(n)]
+    def placeholders(self) -> list[PendingData]:
+        """The results' placeholders. Take them before queueing the job: once it ends, the batch forgets them."""
         return list(self._waiting)
 
     def set(self, values: list[BackendData]) -> None:
-        for p, v in zip(self._waiting, values, strict=True):
+        waiting = self._waiting
+        if len(values) != len(waiting):
+            self.fail(RuntimeError(f"the backend returned {len(values)} results for {len(waiting)} outputs"))
+            return
+        for p, v in zip(waiting, values):
             p._value = v
+            p._fallback = None
         self._waiting = []
         self._done.set()
 
     def fail(self, error: BaseException) -> None:
-        self._error = error
+        """Fail every result: each resolves to its last good value or raises."""
+        if self._done.is_set():
+            return
+        if isinstance(error, LazyExecutionError):
+            # It read a poisoned result: one line, not the other failure's text again.
+            self._error = LazyExecutionError(
+                f"lazy execution ({self.label}) did not run: it reads a result of the failed "
+                f"execution ({error.label})", self.label)
+        else:
+            self._cause = error
+            self._error = LazyExecutionError(
+                f"lazy execution ({self.label}) failed: {type(error).__name__}: {error}", self.label)
         self._waiting = []
+        _failed.append(self)
         self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def failed(self) -> bool:
+        return self._error is not None
+
+    def error(self) -> LazyExecutionError:
+        """A fresh exception for this batch's failure (raising one object twice grows its traceback)."""
+        assert self._error is not None
+        e = LazyExecutionError(str(self._error), self.label)
+        e.__cause__ = self._cause
+        return e
+
+    def wait(self) -> None:
+        """Wait until the execution has ended (successfully or not)."""
+        self.worker.wait_for(self._done, self.label)
+
+    def raise_if_failed(self) -> None:
+        """Raise this batch's failure once (the caller reports it)."""
+        if self._error is not None and not self.reported:
+            self.reported = True
+            raise self.error()
 
 
 class PendingData:
     """A result of a queued execution: becomes a BackendData when it has run."""
 
-    __slots__ = ("batch", "_value")
+    __slots__ = ("batch", "_value", "_fallback")
 
-    def __init__(self, batch: PendingBatch) -> None:
+    def __init__(self, batch: PendingBatch, fallback: Any = None) -> None:
         self.batch = batch
         self._value: BackendData | None = None
+        self._fallback = fallback
 
     @property
     def label(self) -> str:
         return self.batch.label
 
-    def wait(self) -> BackendData:
+    def wait(self, report: bool = True) -> BackendData:
+        """The value; after a failure, the last good value or an error.
+
+        ``report``: a read by the user raises the execution's failure the
+        first time, even for a result that rolled back (the user learns of
+        it); the worker resolving the next execution's arguments does not.
+        """
         batch = self.batch
-        batch._done.wait()
-        if batch._error is not None:
-            raise RuntimeError(f"lazy execution ({batch.label}) failed: {batch._error}") from batch._error
-        assert self._value is not None
-        return self._value
+        if not batch._done.is_set():
+            batch.wait()
+        if self._value is not None:
+            return self._value
+        if report:
+            batch.raise_if_failed()
+        fallback = self._fallback
+        if fallback is None or isinstance(fallback, str):
+            error = batch.error()
+            if isinstance(fallback, str):
+                error.add_note(f"This tensor has no earlier value to return: {fallback}.")
+            else:
+                error.add_note("This tensor was computed by the failed execution and has no earlier value.")
+            raise error
+        return resolve(fallback, report=False)
 
     def done(self) -> bool:
         return self.batch._done.is_set()
 
 
-def resolve(data: Any) -> Any:
+def resolve(data: Any, report: bool = True) -> Any:
     """The BackendData behind ``data`` (waiting for it if it is a placeholder)."""
-    return data.wait() if isinstance(data, PendingData) else data
+    return data.wait(report) if isinstance(data, PendingData) else data
 
 
 def enabled_by_default() -> bool:
-    return os.environ.get("LAZY_ASYNC", "1") not in ("0", "false", "False", "")
+    return bool(config.get("LAZY_ASYNC"))
+
+
+# Failed batches not yet seen by a barrier (appended by the worker thread;
+# deque appends and pops are atomic).
+_failed: collections.deque[PendingBatch] = collections.deque()
+
+
+def take_failures() -> list[PendingBatch]:
+    """Failed executions not yet raised to the user, oldest first (each is now reported)."""
+    out = []
+    while _failed:
+        batch = _failed.popleft()
+        if not batch.reported:
+            batch.reported = True
+            out.append(batch)
+    return out
+
+
+def raise_failures() -> None:
+    """Raise the oldest unreported failure, naming how many others there were."""
+    failures = take_failures()
+    if not failures:
+        return
+    error = failures[0].error()
+    if len(failures) > 1:
+        rest = ", ".join(b.label for b in failures[1:4]) + (" ..." if len(failures) > 4 else "")
+        error.add_note(f"{len(failures) - 1} later execution(s) failed too: {rest}")
+    raise error
+
+
+class _Job:
+    __slots__ = ("run", "fail")
+
+    def __init__(self, run: Callable[[], None], fail: Callable[[BaseException], None]) -> None:
+        self.run = run
+        self.fail = fail
 
 
 class Worker:
-    """One background thread running queued jobs in order."""
+    """One background thread running queued jobs in order (see Note [The runtime cannot deadlock])."""
 
     def __init__(self) -> None:
-        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._atexit = False
+        self._current: _Job | None = None
 
     def _loop(self) -> None:
         while True:
             job = self._queue.get()
             if job is None:
                 return
-            job()
+            self._current = job
+            try:
+                job.run()
+            except BaseException as e:  # a job's error fails its results, never the thread
+                try:
+                    job.fail(e)
+                except BaseException:  # noqa: S110 - the thread must survive a failing fail()
+                    pass
+            finally:
+                self._current = None
             # Drop the finished job now, not at the next get(): a failed job's error (and its
             # traceback, which holds the caller's frames and tensors) must not outlive the raise.
             job = None
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def on_worker_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def _ensure_thread(self) -> None:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
+                dead = self._current
+                self._current = None
+                if dead is not None:
+                    dead.fail(RuntimeError("the lazy execution worker thread died while running it"))
                 self._thread = threading.Thread(target=self._loop, name="lazy-exec", daemon=True)
                 self._thread.start()
                 if not self._atexit:
                     self._atexit = True
                     atexit.register(self.shutdown)
-        self._queue.put(job)
+
+    def submit(self, run: Callable[[], None], fail: Callable[[BaseException], None]) -> None:
+        """Queue ``run()``; if it raises (or the worker dies in it), ``fail(error)`` is called."""
+        self._ensure_thread()
+        self._queue.put(_Job(run, fail))
+
+    def wait_for(self, event: threading.Event, what: str) -> None:
+        """Wait for ``event``, set by a job; raise if the worker died or ``LAZY_WAIT_TIMEOUT`` passed."""
+        if self.on_worker_thread() and not event.is_set():
+            raise RuntimeError(f"lazy_core internal error: the worker waits for its own queued job ({what})")
+        timeout = config.get("LAZY_WAIT_TIMEOUT")
+        start = time.monotonic()
+        while not event.wait(_POLL):
+            thread = self._thread
+            if thread is None or not thread.is_alive():
+                # The job may have died with the thread: fail it, restart for the rest.
+                self._ensure_thread()
+            if timeout and time.monotonic() - start > timeout:
+                raise LazyExecutionError(
+                    f"lazy execution ({what}) did not finish within LAZY_WAIT_TIMEOUT={timeout} s "
+                    "(it is still queued or running)", what)
 
     def run_sync(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the worker after everything queued, and wait for it."""
+        if self.on_worker_thread():
+            return fn()
         box: dict[str, Any] = {}
         done = threading.Event()
 
-        def job() -> None:
+        def run() -> None:
             try:
                 box["value"] = fn()
             except BaseException as e:  # re-raised on the caller's thread
                 box["error"] = e
-            finally:
-                done.set()
+            done.set()
 
-        self.submit(job)
-        done.wait()
+        def fail(e: BaseException) -> None:  # the worker died in run()
+            box.setdefault("error", e)
+            done.set()
+
+        self.submit(run, fail)
+        self.wait_for(done, getattr(fn, "__name__", "a call on the worker"))
         if "error" in box:
             raise box.pop("error")
         return box.get("value")
@@ -152,10 +345,12 @@ class Worker:
         A daemon thread killed in the middle of a backend call (a JIT-compiled
         function, IREE's task pool) aborts the process with a C++ terminate
         instead of the user's exit status, e.g. when a script raises right
-        after ``mark_step()``.
+        after ``mark_step()``. A failure nobody was told about is printed.
         """
         thread = self._thread
-        if thread is None or not thread.is_alive():
-            return
-        self._queue.put(None)
-        thread.join(timeout)
+        if thread is not None and thread.is_alive():
+            self._queue.put(None)
+            thread.join(timeout)
+        for batch in take_failures():
+            print(f"lazy_core: warning: an execution failed and its error was never raised "
+                  f"(no read or barrier after it): {batch.error()}", file=sys.stderr)

@@ -10,7 +10,10 @@ them costs a transfer, not an extra graph (PyTorch/XLA's
     lazy_core.mark_step()          # runs the step, then the closure
 
 Closures run in the order they were added. An exception in a closure
-propagates out of ``mark_step()`` (the closures after it are dropped).
+propagates out of ``mark_step()`` after the closures after it have run (the
+first exception is raised; the others are attached to it as notes). When
+the step's own execution fails (``LAZY_ASYNC=0``: at that ``mark_step()``),
+the step is rolled back and its closures are dropped with it.
 ``run_async=True`` closures run on one background thread, in order; since
 tracing is not thread-safe, their lazy tensor arguments are copied to CPU
 tensors on the calling thread first, and an exception is re-raised at the
@@ -81,16 +84,32 @@ def _run_after_step() -> None:
     batch = list(_pending)
     _pending.clear()
     _running.value = True
+    first: BaseException | None = None
     try:
         for fn, args, run_async in batch:
-            if run_async:
-                if _pool is None:
-                    _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lazy_step_closure")
-                _futures.append(_pool.submit(fn, *_host_copies(args)))
-            else:
-                fn(*args)
+            # One closure's error must not drop the closures after it (a later one may
+            # save the checkpoint); the first error is raised when all have run.
+            try:
+                if run_async:
+                    if _pool is None:
+                        _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lazy_step_closure")
+                    _futures.append(_pool.submit(fn, *_host_copies(args)))
+                else:
+                    fn(*args)
+            except Exception as e:
+                if first is None:
+                    first = e
+                else:
+                    first.add_note(f"a later step closure raised too: {type(e).__name__}: {e}")
     finally:
         _running.value = False
+    if first is not None:
+        raise first
+
+
+def _drop_after_failed_step() -> None:
+    _pending.clear()
 
 
 executor().step_hooks.append(_run_after_step)
+executor().failed_step_hooks.append(_drop_after_failed_step)

@@ -463,13 +463,9 @@ _atexit_registered = False
 
 
 def _env_level() -> int:
-    value = os.environ.get("LAZY_DEBUG", "0").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
-        return 0
-    try:
-        return max(1, int(value))
-    except ValueError:
-        return 1
+    from .config import debug_level
+
+    return debug_level()
 
 
 def add_execution_listener(fn: Callable[[Execution, LazyGraph], None]) -> None:

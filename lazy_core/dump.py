@@ -26,9 +26,10 @@ import os
 import shutil
 import subprocess
 import traceback
+import warnings
 from typing import Any
 
-from . import diagnostics, metrics
+from . import config, diagnostics, metrics
 from .debug import graph_dot, graph_text
 from .executor import executor
 from .graph import LazyGraph
@@ -38,11 +39,12 @@ __all__ = ["dump_dir", "write_computation"]
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _state: dict[str, Any] = {"before": None, "graph": None, "previous": None, "count": 0}
+_warned_dirs: set[str] = set()
 
 
 def dump_dir() -> str | None:
     """The dump directory (``LAZY_DUMP_DIR``), or None when dumps are off."""
-    return os.environ.get("LAZY_DUMP_DIR") or None
+    return config.get("LAZY_DUMP_DIR") or None
 
 
 def _write(directory: str, name: str, text: str) -> str:
@@ -140,6 +142,12 @@ def _post(graph: LazyGraph, entry: Any, reason: str) -> None:
     exe = diagnostics.last_execution()
     try:
         write_computation(directory, graph, entry, exe)
+    except OSError as e:
+        # A dump must never stop the program it describes: warn once per directory.
+        if directory not in _warned_dirs:
+            _warned_dirs.add(directory)
+            warnings.warn(f"LAZY_DUMP_DIR={directory!r}: cannot write the dump files ({e}); "
+                          "going on without them", RuntimeWarning, stacklevel=2)
     finally:
         _state["before"] = _state["graph"] = None
         _state["previous"] = metrics.snapshot()

@@ -13,20 +13,28 @@ failing op and user line, unless ``LAZY_STRICT=1`` asks for the error.
 
 from __future__ import annotations
 
-import os
+import functools
 import threading
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from . import metrics, source_location
-from .async_exec import PendingBatch, PendingData, Worker, enabled_by_default, resolve
-from .backend import BackendImpl, CompileError
+from . import config, metrics, source_location
+from .async_exec import (
+    LazyExecutionError,
+    PendingBatch,
+    PendingData,
+    Worker,
+    enabled_by_default,
+    raise_failures,
+    resolve,
+)
+from .backend import BackendData, BackendImpl, CompileError
 from .donation import dead_inputs, plan_donations
 from .graph import ArgumentLayout, LazyGraph, build_graph
 from .ir import DeviceData, Output, ScalarParam
@@ -35,6 +43,34 @@ from .registry import active_backend
 if TYPE_CHECKING:
     from .tensor import LazyTensor
     from .views import Storage
+
+
+# Note [Tracing from several threads]
+# A barrier assumes no op is half-recorded: it executes every live storage's
+# pending value and then releases input buffers no storage holds (dead
+# inputs). An op being recorded on another thread may hold a pending value
+# that is not in a storage yet; if a barrier ran in between, that value's
+# inputs were released and its later execution read ``None`` buffers
+# ("'NoneType' object has no attribute 'handle'", 3 runs in 5 with two
+# threads training two models). So recording an op (``__torch_dispatch__``
+# and the ``Lazy``-key factories) and every barrier hold one re-entrant lock:
+# threads may trace at once, interleaved op by op. A barrier on one thread
+# runs the other threads' pending work too (values stay right: it only
+# materializes them early). The worker never takes the lock.
+TRACE_LOCK = threading.RLock()
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def traced(fn: _F) -> _F:
+    """``fn`` run under :data:`TRACE_LOCK` (a tracing entry point)."""
+
+    @functools.wraps(fn)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with TRACE_LOCK:
+            return fn(*args, **kwargs)
+
+    return locked  # type: ignore[return-value]
 
 
 class _CacheEntry:
@@ -51,7 +87,7 @@ class _CacheEntry:
 
 
 def _donation_enabled() -> bool:
-    return os.environ.get("LAZY_DONATE", "1").strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(config.get("LAZY_DONATE"))
 
 
 #: Called as hook(graph, error) when a graph fails to lower or compile and is about to run
@@ -60,11 +96,11 @@ compile_failure_hooks: list = []
 
 
 def _strict() -> bool:
-    return os.environ.get("LAZY_STRICT", "0") not in ("", "0", "false", "False")
+    return bool(config.get("LAZY_STRICT"))
 
 
 class GraphExecutor:
-    """One per process. Not thread-safe for concurrent tracing (like LTC)."""
+    """One per process. Threads may trace at once (Note [Tracing from several threads])."""
 
     def __init__(self, cache_size: int | None = None) -> None:
         # Weak references to every tracked storage, in creation (seq) order. A
@@ -76,7 +112,7 @@ class GraphExecutor:
         self._seq = 0
         self._cache: OrderedDict[tuple, _CacheEntry] = OrderedDict()
         self._cache_backend: BackendImpl | None = None
-        self.cache_size = cache_size or int(os.environ.get("LAZY_CACHE_SIZE", "1024"))
+        self.cache_size = cache_size or int(config.get("LAZY_CACHE_SIZE"))
         self._last: Any = None
         self._last_graph: LazyGraph | None = None
         #: mark_step() queues execution on a worker and returns (LAZY_ASYNC=0: wait).
@@ -91,6 +127,8 @@ class GraphExecutor:
         # run every ``track_hook_every`` value changes (the graph-size safety net).
         self.pre_hooks: list[Any] = []
         self.step_hooks: list[Any] = []
+        #: Run instead of step_hooks when mark_step()'s own execution failed (LAZY_ASYNC=0).
+        self.failed_step_hooks: list[Any] = []
         self.track_hooks: list[Any] = []
         self.track_hook_every = 256
         self._tracks = 0
@@ -141,19 +179,33 @@ class GraphExecutor:
         return getattr(self._reason, "value", None) or default
 
     # -- barriers ----------------------------------------------------------------
+    @traced
     def mark_step(self) -> None:
-        """Execute every live pending tensor in one graph."""
+        """Execute every live pending tensor in one graph.
+
+        Then raise the failure of an earlier queued execution that nobody was
+        told about yet (Note [Failed executions are transactions]); this
+        step is queued by then, and the failed one was rolled back.
+        """
         live = self.live_storages()
         pending = [s for s in live if not s.value.node.is_leaf()]
         if pending:
-            self._execute(pending, [], "mark_step", live)
+            try:
+                self._execute(pending, [], "mark_step", live)
+            except LazyExecutionError:
+                # LAZY_ASYNC=0: the step failed and was rolled back; it did not happen.
+                for hook in self.failed_step_hooks:
+                    hook()
+                raise
         metrics.counter_add("mark_step")
         for hook in self.step_hooks:
             hook()
+        raise_failures()
 
     def to_host(self, tensor: LazyTensor, reason: str) -> torch.Tensor:
         return self.to_host_many([tensor], reason)[0]
 
+    @traced
     def to_host_many(self, tensors: list[LazyTensor], reason: str) -> list[torch.Tensor]:
         """CPU copies of ``tensors``, running one graph for all pending ones."""
         reason = self._current_reason(reason)
@@ -179,7 +231,7 @@ class GraphExecutor:
                     "lazy_core internal error: a tensor reads device data released after a step "
                     "(lazy_core.donation.dead_inputs found nothing holding it); please report this"
                 )
-            data = resolve(node.data)
+            data = resolve(node.data)  # raises a failed execution's error (once per failure)
             with metrics.timed("transfer_to_host"):
                 host = self._worker.run_sync(lambda d=data: backend.to_host(d))
             metrics.counter_add("transfer_to_host_bytes", host.numel() * host.element_size())
@@ -276,7 +328,7 @@ class GraphExecutor:
 
         def run() -> list[Any]:
             # On the worker thread: wait for inputs still being computed, run.
-            real = [resolve(a) for a in data_args]
+            real = [resolve(a, report=False) for a in data_args]
             real += [backend.make_backend_data(torch.tensor(values, dtype=dtype), device) for values, dtype in packs]
             with metrics.timed("execute"):
                 if entry.eager:
@@ -289,30 +341,26 @@ class GraphExecutor:
                 )
             return results
 
-        if self.async_mode and reason.startswith("mark_step"):
-            # entry.graph_name: graph.name would re-hash every node's text on each cache hit.
-            # The user's mark_step() line: the error surfaces later, at a read.
-            site = source_location.user_stack(1)
-            where = f" at {site[0]}" if site else ""
-            batch = PendingBatch(f"{reason}{where}, graph {entry.graph_name}")
-
-            def job() -> None:
-                try:
-                    values = run()
-                except BaseException as e:
-                    batch.fail(e)
-                    return
-                batch.set(values)
-
-            self._worker.submit(job)
-            results = batch.placeholders(n_roots)
-        else:
-            results = self._worker.run_sync(run)
+        # entry.graph_name: graph.name would re-hash every node's text on each cache hit.
+        # The user's line: a queued execution's error surfaces later, at a read or barrier.
+        site = source_location.user_stack(1)
+        where = f" at {site[0]}" if site else ""
+        fallbacks = self._fallbacks(roots, storages, data_args, donated)
+        # The placeholders exist before the job is queued (Note [The runtime cannot deadlock]).
+        batch = PendingBatch(f"{reason}{where}, graph {entry.graph_name}", n_roots, self._worker, fallbacks)
+        # Taken before queueing: a job that finishes first hands them out and forgets them.
+        results: list[Any] = batch.placeholders()
+        self._worker.submit(lambda: batch.set(run()), batch.fail)
+        wait = not (self.async_mode and reason.startswith("mark_step"))
         # The execution holds its arguments (data_args); release dead inputs'
         # buffers from the graph's nodes, which stay reachable from
         # last_graph() until the next execution.
         for leaf in dead:
             leaf.data = None
+        if wait:
+            batch.wait()
+            # The values themselves (or the rolled-back ones), not placeholders to resolve at each use.
+            results = [p._value or (p._fallback if isinstance(p._fallback, BackendData) else p) for p in results]
         produced: dict[tuple[int, int], Output] = {}
         for out, data in zip(roots, results):
             produced[id(out.node), out.index] = Output(DeviceData(data, out.meta, out.node.location))
@@ -320,9 +368,40 @@ class GraphExecutor:
             new = produced.get((id(s.value.node), s.value.index))
             if new is not None:
                 s.value = new
+                s.previous = None  # the placeholder holds it now (a fallback) until the run ends
+        if wait:
+            batch.raise_if_failed()
         for hook in self.hooks:
             hook(graph, entry, reason)
         return produced
+
+    def _fallbacks(
+        self, roots: list[Output], storages: list[Storage], data_args: list[Any], donated: dict[int, int]
+    ) -> list[Any]:
+        """Each root's last good value, for a failed execution to roll back to.
+
+        The value a storage held before this step's updates (``Storage.previous``);
+        None for results no storage had a value for (it has none), a reason
+        when that buffer is donated to this very execution (after a failure
+        it may hold anything).
+        """
+        owner: dict[tuple[int, int], Storage] = {}
+        for s in storages:
+            owner.setdefault((id(s.value.node), s.value.index), s)
+        given = {id(data_args[k]) for k in donated}
+        out: list[Any] = []
+        for root in roots:
+            s = owner.get((id(root.node), root.index))
+            prev = s.previous() if s is not None and s.previous is not None else None
+            data = prev.data if isinstance(prev, DeviceData) else None
+            if data is not None and id(data) in given:
+                data = "its buffer was donated to the failed execution (LAZY_DONATE=0 keeps it)"
+            elif data is not None and isinstance(data, BackendData) and (
+                tuple(data.shape) != tuple(root.meta.shape) or data.dtype != root.meta.dtype
+            ):
+                data = None
+            out.append(data)
+        return out
 
     def _donations(
         self, backend: BackendImpl, graph: LazyGraph, live: list[Storage] | None, dead: list[DeviceData]
@@ -411,8 +490,9 @@ class GraphExecutor:
 
     # -- misc --------------------------------------------------------------------------
     def wait(self) -> None:
-        """Block until every queued execution has finished."""
+        """Block until every queued execution has finished; raise a failure not yet raised."""
         self._worker.drain()
+        raise_failures()
 
     def last_computation(self) -> Any:
         return self._last
@@ -426,16 +506,37 @@ class GraphExecutor:
     def clear_cache(self) -> None:
         self._cache.clear()
 
+    @traced
     def on_backend_change(self, old: BackendImpl, new: BackendImpl) -> None:
-        """Move live tensors to the new backend (through the host)."""
+        """Move live tensors to the new backend (through the host), all or nothing.
+
+        Every tensor is copied before any is replaced, so an error (a failed
+        pending execution, a backend that cannot take a dtype) leaves every
+        tensor on the old backend, still readable, and the old backend
+        active. A tensor poisoned by an earlier failed execution stays
+        poisoned (it has no value to move).
+        """
+        self._worker.drain()
+        raise_failures()
         pending = self.pending_storages()
         if pending:
             self._execute(pending, [], "backend_change")
+        moves: list[tuple[Storage, Output]] = []
+        device = new.default_device()
         for s in self.live_storages():
             node = s.value.node
-            if isinstance(node, DeviceData) and node.data is not None:
-                host = old.to_host(resolve(node.data))
-                s.value = Output(DeviceData(new.make_backend_data(host, new.default_device()), node.metas[0]))
+            if not isinstance(node, DeviceData) or node.data is None:
+                continue
+            try:
+                data = resolve(node.data, report=False)
+            except LazyExecutionError:
+                continue  # poisoned: reading it keeps raising its execution's error
+            host = self._worker.run_sync(lambda d=data: old.to_host(d))
+            moved = new.make_backend_data(host, device)
+            moves.append((s, Output(DeviceData(moved, node.metas[0], node.location))))
+        for s, value in moves:
+            s.value = value
+            s.previous = None
         self._cache.clear()
 
 

@@ -78,14 +78,16 @@ def register() -> None:
     global _lib
     if _lib is not None:
         return
+    from .executor import traced
+
     lib = torch.library.Library("aten", "IMPL")
-    lib.impl("empty.memory_format", _empty, "Lazy")
-    lib.impl("empty_strided", _empty_strided, "Lazy")
-    lib.impl("_copy_from", _copy_from, "Lazy")
+    lib.impl("empty.memory_format", traced(_empty), "Lazy")
+    lib.impl("empty_strided", traced(_empty_strided), "Lazy")
+    lib.impl("_copy_from", traced(_copy_from), "Lazy")
     for name in _HOST_FACTORIES:
         packet, _, overload = name.partition(".")
         op = getattr(getattr(torch.ops.aten, packet), overload or "default")
-        lib.impl(name, _host_factory(op), "Lazy")
+        lib.impl(name, traced(_host_factory(op)), "Lazy")
     _lib = lib
 
 

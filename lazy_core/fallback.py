@@ -167,7 +167,8 @@ def _to_copy(func: Any, args: tuple, kwargs: dict) -> Any:
     # A CPU tensor moving to the lazy device.
     rest = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "non_blocking")}
     host = aten._to_copy.default(src, **rest)
-    return _t.from_cpu(host)
+    index = torch.device(device).index if target_lazy else None
+    return _t.from_cpu(host, index or 0)
 
 
 def _item(func: Any, args: tuple, kwargs: dict) -> Any:

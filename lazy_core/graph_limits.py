@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import ast
 import functools
-import os
 import warnings
 
-from . import diagnostics, metrics, source_location
+from . import config, diagnostics, metrics, source_location
 from .executor import executor
 from .source_location import SourceLocation
 
@@ -52,7 +51,7 @@ def max_pending_nodes() -> int:
 def set_max_pending_nodes(limit: int | None) -> None:
     """Set the limit; ``None`` reads ``LAZY_MAX_PENDING_NODES`` again, ``0`` turns it off."""
     if limit is None:
-        limit = int(os.environ.get("LAZY_MAX_PENDING_NODES", str(_DEFAULT_LIMIT)))
+        limit = int(config.get("LAZY_MAX_PENDING_NODES"))
     ex = executor()
     _st.limit = max(0, int(limit))
     # Check often enough that a cut happens within ~1/4 of the limit past it.

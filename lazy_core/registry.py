@@ -9,11 +9,11 @@ default is ``reference``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
+from . import config
 from .backend import BackendImpl
 
 DEFAULT_BACKEND = "reference"
@@ -69,7 +69,7 @@ def init(backend: str | BackendImpl | None = None) -> BackendImpl:
     """
     global _active
     if backend is None:
-        backend = os.environ.get("LAZY_BACKEND", DEFAULT_BACKEND)
+        backend = config.get("LAZY_BACKEND") or DEFAULT_BACKEND
     instance = create_backend(backend) if isinstance(backend, str) else backend
     if _active is not None and _active is not instance:
         from .executor import executor
@@ -84,6 +84,22 @@ def active_backend() -> BackendImpl:
     if _active is None:
         return init()
     return _active
+
+
+def check_device_index(index: int) -> None:
+    """Raise PyTorch's kind of error for ``lazy:N`` beyond the active backend's devices.
+
+    CUDA says ``invalid device ordinal`` for ``cuda:N`` past the last GPU; a
+    tensor on a device that does not exist would otherwise be silently
+    computed on device 0.
+    """
+    n = len(active_backend().devices())
+    if not 0 <= index < n:
+        valid = ", ".join(f"lazy:{i}" for i in range(n))
+        raise RuntimeError(
+            f"lazy error: invalid device ordinal: lazy:{index}; the active backend "
+            f"{active_backend().name!r} has {n} device{'s' if n != 1 else ''} ({valid})"
+        )
 
 
 # The eager debugging backend needs nothing outside lazy_core.

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import torch
 
+from . import config
+
 
 class SourceLocation(NamedTuple):
     """Where in user code a node was made."""
@@ -27,7 +29,7 @@ class SourceLocation(NamedTuple):
         return f"{self.filename}:{self.line}"
 
 
-_ENABLED = os.environ.get("LAZY_SOURCE_LOCATIONS", "1") != "0"
+_ENABLED = bool(config.get("LAZY_SOURCE_LOCATIONS"))
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _internal_cache: dict[str, bool] = {}

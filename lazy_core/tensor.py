@@ -11,15 +11,13 @@ eagerly on the CPU through ``lazy_core.fallback``.
 
 from __future__ import annotations
 
-import os
-import weakref
 from typing import Any
 
 import torch
 
-from . import fallback, metrics, source_location
+from . import config, fallback, metrics, source_location
 from . import registry as _registry
-from .executor import executor
+from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
 from .op_schema import OpPlan, check_cast, plan
@@ -37,6 +35,7 @@ def lazy_device(index: int = 0) -> torch.device:
     # Called for every new tensor; building a torch.device costs ~2 µs.
     dev = _devices.get(index)
     if dev is None:
+        _registry.check_device_index(index)
         dev = _devices[index] = torch.device(LAZY, index)
     return dev
 
@@ -110,8 +109,11 @@ class LazyTensor(torch.Tensor):
             new = record_output(aten.clone.default, (new,), {})
         storage = self._lz_storage
         if isinstance(storage.value.node, DeviceData):
-            # Weakly: holding it would keep the old buffer alive after the step.
-            storage.previous = weakref.ref(storage.value.node)
+            # The last good value, held until the execution of the pending value takes it
+            # over (it rolls back to it if that fails, Note [Failed executions are
+            # transactions] in async_exec) and forgets it.
+            last_good = storage.value.node
+            storage.previous = lambda: last_good
         if not self._lz_view:
             storage.value = new
             executor().track(storage)
@@ -131,7 +133,8 @@ class LazyTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        return dispatch(func, args, kwargs or {})
+        with TRACE_LOCK:  # Note [Tracing from several threads] in executor
+            return dispatch(func, args, kwargs or {})
 
     def __tensor_flatten__(self) -> tuple[list[str], Any]:
         return [], (self._lz_storage, self._lz_view, TensorMeta.of(self))
@@ -231,7 +234,7 @@ class _Slot:
 # test is structural identity, and the entry's static id names the signature
 # in graph keys (lazy_core.ir, lazy_core.graph).
 _shape_cache: dict[tuple, tuple[tuple[TensorMeta | None, ...], Any, int]] = {}
-_SHAPE_CACHE_LIMIT = int(os.environ.get("LAZY_SHAPE_CACHE_SIZE", "100000"))
+_SHAPE_CACHE_LIMIT = int(config.get("LAZY_SHAPE_CACHE_SIZE"))
 
 
 class _Untraceable(Exception):

@@ -34,9 +34,10 @@ class Storage:
     def __init__(self, value: Output, device: int = 0) -> None:
         self.value = value
         self.device = device
-        #: A weak reference to the device-data node this storage held before
-        #: its pending in-place updates: buffer donation pairs it with the new
-        #: value first.
+        #: Returns the device-data node this storage held before its pending
+        #: in-place updates (its last good value): buffer donation pairs it
+        #: with the new value first, and a failed execution rolls back to it.
+        #: Held until the execution of the pending value, which clears it.
         self.previous: Callable[[], object] | None = None
         #: Creation order: graph outputs are ordered by it, so the same program
         #: always produces the same output order (and the same graph key).

@@ -17,6 +17,7 @@ import re
 import shlex
 import tempfile
 
+from lazy_core import config as lazy_config
 from lazy_core import metrics
 from lazy_core.backend import CompileError
 
@@ -148,7 +149,7 @@ def _culprit(message: str) -> str | None:
 
 
 def repro_dir() -> str:
-    d = os.environ.get("LAZY_REPRO_DIR") or os.path.join(tempfile.gettempdir(), "lazy-mlir-repros")
+    d = lazy_config.get("LAZY_REPRO_DIR") or os.path.join(tempfile.gettempdir(), "lazy-mlir-repros")
     os.makedirs(d, exist_ok=True)
     return d
 
