@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import debug, metrics
+from . import checks, debug, metrics
 from .backend import BackendData, BackendDevice, BackendImpl, CompileError
 from .executor import GraphExecutor, executor
 from .factories import register as _register_factories
@@ -33,6 +33,7 @@ from .registry import active_backend, available_backends, create_backend, init, 
 from .tensor import LazyTensor
 
 _register_factories()
+checks.install()
 
 # Diagnostics register their executor hooks on import (recompile causes, dumps,
 # step closures, step guards, the graph-size safety net).
@@ -64,6 +65,7 @@ def wait_device_ops() -> None:
     """Block until every queued execution and the active backend's work are done."""
     executor().wait()
     active_backend().synchronize()
+    checks.verify()  # a failed device-side index/divisor check raises here at the latest
 
 
 def last_computation() -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import fallback, metrics, source_location
+from . import checks, fallback, metrics, source_location
 from . import registry as _registry
 from .executor import executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
@@ -505,6 +505,7 @@ def _classify(func: Any, backend: Any) -> tuple[int, OpPlan | None]:
         or (bool(p.mutated) and p.functional is None)
         or func is _NATIVE_BATCH_NORM
         or not backend.supports_op(func)
+        or checks.guarded(func)
     )
     if general:
         return _GENERAL, None
@@ -534,6 +535,8 @@ def _dispatch_general(func: Any, args: tuple, kwargs: dict) -> Any:
             return decomposition(*args, **kwargs)
     if not active_backend().supports_op(func):
         return fallback.run_eagerly(func, args, kwargs, why="unsupported by backend")
+    if checks.guarded(func):  # safe indices and divisors, device-side checks (lazy_core.checks)
+        args, kwargs = checks.guard(func, args, kwargs)
     if p.is_view:
         return _view(func, p, args, kwargs)
     if p.mutated:
