@@ -60,7 +60,7 @@ def _env_enabled() -> bool:
             return True
         if value in ("0", "false", "off", "no"):
             return False
-        raise ValueError(f"LAZY_CHECKS={value!r}: expected one of 1/0/true/false/on/off/yes/no")
+        raise ValueError(f"LAZY_CHECKS={value!r}: expected one of 1/0/true/false/on/off/yes/no") from None
 
 
 _enabled = _env_enabled()

@@ -21,22 +21,30 @@ _lib: torch.library.Library | None = None
 
 def _empty(size: Any, dtype: Any = None, layout: Any = None, device: Any = None,
            pin_memory: Any = None, memory_format: Any = None) -> torch.Tensor:
-    from .tensor import LazyTensor, _wrap, record
+    from .tensor import LazyTensor, _Untraceable, _wrap, from_cpu, record
 
     kwargs = {"dtype": dtype or torch.get_default_dtype()}
-    node, template = record(torch.ops.aten.empty.memory_format, (list(size),), kwargs)
-    t = _wrap(node, template, torch.device(device).index or 0 if device is not None else 0)
+    index = torch.device(device).index or 0 if device is not None else 0
+    try:
+        node, template = record(torch.ops.aten.empty.memory_format, (list(size),), kwargs)
+    except _Untraceable:  # a dtype the backend cannot compile: device data from the host
+        return from_cpu(torch.zeros(list(size), dtype=kwargs["dtype"]), index)
+    t = _wrap(node, template, index)
     assert isinstance(t, LazyTensor)
     return t
 
 
 def _empty_strided(size: Any, stride: Any, dtype: Any = None, layout: Any = None, device: Any = None,
                    pin_memory: Any = None) -> torch.Tensor:
-    from .tensor import LazyTensor, _wrap, record
+    from .tensor import LazyTensor, _Untraceable, _wrap, from_cpu, record
 
     kwargs = {"dtype": dtype or torch.get_default_dtype()}
-    node, template = record(torch.ops.aten.empty_strided.default, (list(size), list(stride)), kwargs)
-    t = _wrap(node, template, torch.device(device).index or 0 if device is not None else 0)
+    index = torch.device(device).index or 0 if device is not None else 0
+    try:
+        node, template = record(torch.ops.aten.empty_strided.default, (list(size), list(stride)), kwargs)
+    except _Untraceable:  # a dtype the backend cannot compile: device data from the host
+        return from_cpu(torch.zeros(list(size), dtype=kwargs["dtype"]), index)
+    t = _wrap(node, template, index)
     assert isinstance(t, LazyTensor)
     return t
 

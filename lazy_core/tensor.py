@@ -387,6 +387,9 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
         key = (tuple(akeys), ())
     cargs_t = tuple(cargs)
     metas, template, static_hash = _infer(op, p, cargs_t, ckwargs, key)
+    bad = fallback.refused_dtype(metas, operands)
+    if bad is not None:  # complex/quantized: never compiled (lazy_core.fallback)
+        raise _Untraceable(f"dtype {bad} is not supported by backend {active_backend().name}")
     node = Node(op, cargs_t, ckwargs, tuple(operands), metas, location, static_hash)
     _counters["trace_op"] += 1
     return node, template
