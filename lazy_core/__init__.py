@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import checks, debug, metrics
+from . import checks, debug, interop, metrics
 from .backend import BackendData, BackendDevice, BackendImpl, CompileError
 from .executor import GraphExecutor, executor
 from .factories import register as _register_factories
@@ -34,6 +34,7 @@ from .tensor import LazyTensor
 
 _register_factories()
 checks.install()
+interop.install()
 
 # Diagnostics register their executor hooks on import (recompile causes, dumps,
 # step closures, step guards, the graph-size safety net).

@@ -227,6 +227,30 @@ def _unsupported(func: Any, args: tuple, kwargs: dict) -> Any:
     )
 
 
+def _set_storage(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``t.set_(storage, offset, size, stride)``: ``torch.load(map_location="lazy")``
+    rebuilds each tensor this way, on a storage ``lazy_core.interop`` made over
+    the loaded host bytes; the tensor becomes an upload of them."""
+    from . import interop
+
+    self = args[0]
+    storage = args[1] if len(args) > 1 else kwargs.get("source")
+    host_storage = interop.host_storage(storage)
+    if not isinstance(self, _t.LazyTensor) or host_storage is None:
+        return _unsupported(func, args, kwargs)
+    rest = list(args[2:])
+    offset = rest[0] if rest else kwargs.get("storage_offset", 0)
+    size = rest[1] if len(rest) > 1 else kwargs.get("size", [host_storage.nbytes() // self.element_size()])
+    stride = rest[2] if len(rest) > 2 else kwargs.get("stride", None)
+    host = torch.empty(0, dtype=self.dtype).set_(host_storage, offset, size, *([stride] if stride is not None else []))
+    new = _t.from_cpu(host.clone(), self._lz_storage.device)
+    self.data = new
+    self._lz_storage = new._lz_storage
+    self._lz_view = ()
+    self._lz_cache = None
+    return self
+
+
 def _resize(func: Any, args: tuple, kwargs: dict) -> Any:
     # Resizing to the size a tensor already has is a no-op (out= helpers do it).
     self, size = args[0], args[1]
@@ -250,8 +274,8 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
     aten._to_copy.default: _to_copy,
     aten._local_scalar_dense.default: _item,
     aten.set_.source_Tensor: _unsupported,
-    aten.set_.source_Storage: _unsupported,
-    aten.set_.source_Storage_storage_offset: _unsupported,
+    aten.set_.source_Storage: _set_storage,
+    aten.set_.source_Storage_storage_offset: _set_storage,
     aten.resize_.default: _resize,
     aten.resize_as_.default: _resize,
     aten.lift_fresh.default: _lift,

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import checks, fallback, metrics, source_location
+from . import checks, fallback, interop, metrics, source_location
 from . import registry as _registry
 from .executor import executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
@@ -190,6 +190,17 @@ class LazyTensor(torch.Tensor):
     def __reduce_ex__(self, proto: int) -> Any:
         # Saved as CPU tensors: a checkpoint must not depend on a live backend.
         return materialize(self, "save").detach().clone().requires_grad_(self.requires_grad).__reduce_ex__(proto)
+
+    # Storage identity for libraries that look for shared tensors (safetensors,
+    # save_pretrained): stand-in addresses, never memory (lazy_core.interop).
+    def untyped_storage(self) -> Any:
+        return interop.LazyUntypedStorage(self._lz_storage)
+
+    def data_ptr(self) -> int:
+        return interop.data_ptr(self)
+
+    def storage_offset(self) -> int:
+        return interop.storage_offset(self)
 
     def __deepcopy__(self, memo: dict) -> Any:
         copy = dispatch(aten.clone.default, (self.detach(),), {})
