@@ -308,6 +308,21 @@ def _guard_take(b: _Bound, op: str, loc: Any) -> None:
                                                                       f"out of a tensor of {n} elements.", op, loc)))
 
 
+def check_one_hot(t: Any, num_classes: int) -> None:
+    """``one_hot``'s checks (its decomposition compares, so it never reads out of bounds,
+    but a class out of range must raise as on the CPU). Negative classes are checked first."""
+    if not _enabled or not _is_lazy(t) or t.numel() == 0 or t.dtype.is_floating_point:
+        return
+    loc = source_location.current(3)
+    value = t._lz_value()
+    op = "aten.one_hot.default"
+    _fold(_op(aten.any.default, (_op(aten.lt.Scalar, (value, 0), loc),), loc),
+          _Site(RuntimeError, "Class values must be non-negative.", op, loc))
+    if num_classes >= 0:
+        _fold(_op(aten.any.default, (_op(aten.ge.Scalar, (value, num_classes), loc),), loc),
+              _Site(RuntimeError, "Class values must be smaller than num_classes.", op, loc))
+
+
 # -- integer division ---------------------------------------------------------------------
 
 

@@ -81,6 +81,17 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     return copy_into(dst, src)
 
 
+def _one_hot(self: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+    # one_hot is composite: on lazy tensors it compares with arange and never
+    # reads out of bounds, but a class out of range must still raise as on the
+    # CPU: its checks (lazy_core.checks), then PyTorch's decomposition.
+    from .checks import check_one_hot
+
+    check_one_hot(self, num_classes)
+    with torch._C._AutoDispatchBelowAutograd():
+        return torch.ops.aten.one_hot.default.decompose(self, num_classes)
+
+
 def register() -> None:
     """Install the Lazy-key kernels (idempotent)."""
     global _lib
@@ -90,6 +101,7 @@ def register() -> None:
     lib.impl("empty.memory_format", _empty, "Lazy")
     lib.impl("empty_strided", _empty_strided, "Lazy")
     lib.impl("_copy_from", _copy_from, "Lazy")
+    lib.impl("one_hot", _one_hot, "AutogradLazy")
     for name in _HOST_FACTORIES:
         packet, _, overload = name.partition(".")
         op = getattr(getattr(torch.ops.aten, packet), overload or "default")
