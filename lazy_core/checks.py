@@ -478,23 +478,28 @@ def _check_code(code: int, read: list[Any]) -> None:
         _state.clean = value
         return
     site = _state.sites.get(code) or _Site(RuntimeError, "an index or divisor check failed", "?", None)
-    error = site.exc(site.message)
-    where = f" at {site.location}" if site.location else ""
-    error.add_note(f"lazy_core: found by {site.op}{where} (a device-side check, reported at this read)")
     metrics.counter_add("checks_failed")
-    _poison(value, read, error)
+    _poison(value, read, site)
     # A fresh accumulator: later, correct work is checked on its own.
     _state.acc = None
     _state.clean = None
     _state.memo.clear()
-    raise error
+    raise _error(site)
 
 
-# Storages whose values came from a failed step: storage -> (value then, error).
+def _error(site: _Site) -> Exception:
+    # A new exception each time: one kept would hold a traceback, its frames, their tensors.
+    error = site.exc(site.message)
+    where = f" at {site.location}" if site.location else ""
+    error.add_note(f"lazy_core: found by {site.op}{where} (a device-side check, reported at a read)")
+    return error
+
+
+# Storages whose values came from a failed step: storage -> (value then, site).
 _poisoned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _poison(acc_value: Output, read: list[Any], error: Exception) -> None:
+def _poison(acc_value: Output, read: list[Any], site: _Site) -> None:
     """Make the values of the failed step fail when read or used again."""
     from .executor import executor
 
@@ -507,21 +512,21 @@ def _poison(acc_value: Output, read: list[Any], error: Exception) -> None:
     for s in storages.values():
         if s is getattr(_state.acc, "_lz_storage", None):
             continue
-        failed = _failed_data(error)
+        failed = _failed_data(site)
         if failed is not None:
             s.value = Output(DeviceData(failed, s.value.meta, s.value.node.location))
-        _poisoned[s] = (s.value, error)
+        _poisoned[s] = (s.value, site)
 
 
-def _failed_data(error: Exception) -> Any:
-    """A device-data placeholder whose every use raises ``error`` (the async
-    runtime's failed-execution mechanism), or None where that is not available."""
+def _failed_data(site: _Site) -> Any:
+    """A device-data placeholder whose every use raises (the async runtime's
+    failed-execution mechanism), or None where that is not available."""
     try:
         from .async_exec import PendingBatch
 
-        batch = PendingBatch(f"a step whose device-side check failed: {type(error).__name__}: {error}")
+        batch = PendingBatch(f"a step whose device-side check failed: {site.exc.__name__}: {site.message}")
         [data] = batch.placeholders(1)
-        batch.fail(error)
+        batch.fail(site.exc(site.message))
         return data
     except Exception:  # noqa: BLE001 - a different async runtime: reads check _poisoned instead
         return None
@@ -533,7 +538,7 @@ def _raise_if_poisoned(tensors: list[Any]) -> None:
     for t in tensors:
         hit = _poisoned.get(t._lz_storage)
         if hit is not None and t._lz_storage.value is hit[0]:
-            raise hit[1]
+            raise _error(hit[1])
 
 
 def install() -> None:
