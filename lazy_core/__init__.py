@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import config, debug, metrics
+from . import checks, config, debug, interop, metrics
 from .backend import BackendData, BackendDevice, BackendImpl, CompileError
 from .executor import GraphExecutor, executor
 from .factories import register as _register_factories
@@ -35,6 +35,8 @@ from .tensor import LazyTensor
 # A bad LAZY_* value fails at import, naming the variable (not mid-run).
 config.validate()
 _register_factories()
+checks.install()
+interop.install()
 
 # Diagnostics register their executor hooks on import (recompile causes, dumps,
 # step closures, step guards, the graph-size safety net).
@@ -66,6 +68,7 @@ def wait_device_ops() -> None:
     """Block until every queued execution and the active backend's work are done."""
     executor().wait()
     active_backend().synchronize()
+    checks.verify()  # a failed device-side index/divisor check raises here at the latest
 
 
 def last_computation() -> Any:

@@ -67,6 +67,8 @@ class EagerBackend(BackendImpl):
     """Interprets each graph op by op on the CPU. Device data are CPU tensors."""
 
     name = "eager"
+    #: PyTorch runs every dtype (lazy_core.fallback.DEFAULT_UNSUPPORTED_DTYPES).
+    unsupported_dtypes: frozenset = frozenset()
 
     def make_backend_data(self, tensor: torch.Tensor, device: BackendDevice) -> BackendData:
         return BackendData(tensor.detach().clone(), tensor.shape, tensor.dtype, device)

@@ -132,6 +132,9 @@ class GraphExecutor:
         self.track_hooks: list[Any] = []
         self.track_hook_every = 256
         self._tracks = 0
+        #: read_hook(executor, tensors, reason) replaces to_host_many (lazy_core.checks
+        #: reads its device-side check flags with the values); it calls _to_host_many.
+        self.read_hook: Any = None
 
     # -- registry ----------------------------------------------------------------
     def track(self, storage: Storage) -> None:
@@ -208,6 +211,11 @@ class GraphExecutor:
     @traced
     def to_host_many(self, tensors: list[LazyTensor], reason: str) -> list[torch.Tensor]:
         """CPU copies of ``tensors``, running one graph for all pending ones."""
+        if self.read_hook is not None:
+            return self.read_hook(self, tensors, reason)
+        return self._to_host_many(tensors, reason)
+
+    def _to_host_many(self, tensors: list[LazyTensor], reason: str) -> list[torch.Tensor]:
         reason = self._current_reason(reason)
         values = [t._lz_value() for t in tensors]
         pending = [v for v in values if not v.node.is_leaf()]

@@ -21,22 +21,30 @@ _lib: torch.library.Library | None = None
 
 def _empty(size: Any, dtype: Any = None, layout: Any = None, device: Any = None,
            pin_memory: Any = None, memory_format: Any = None) -> torch.Tensor:
-    from .tensor import LazyTensor, _wrap, record
+    from .tensor import LazyTensor, _Untraceable, _wrap, from_cpu, record
 
     kwargs = {"dtype": dtype or torch.get_default_dtype()}
-    node, template = record(torch.ops.aten.empty.memory_format, (list(size),), kwargs)
-    t = _wrap(node, template, torch.device(device).index or 0 if device is not None else 0)
+    index = torch.device(device).index or 0 if device is not None else 0
+    try:
+        node, template = record(torch.ops.aten.empty.memory_format, (list(size),), kwargs)
+    except _Untraceable:  # a dtype the backend cannot compile: device data from the host
+        return from_cpu(torch.zeros(list(size), dtype=kwargs["dtype"]), index)
+    t = _wrap(node, template, index)
     assert isinstance(t, LazyTensor)
     return t
 
 
 def _empty_strided(size: Any, stride: Any, dtype: Any = None, layout: Any = None, device: Any = None,
                    pin_memory: Any = None) -> torch.Tensor:
-    from .tensor import LazyTensor, _wrap, record
+    from .tensor import LazyTensor, _Untraceable, _wrap, from_cpu, record
 
     kwargs = {"dtype": dtype or torch.get_default_dtype()}
-    node, template = record(torch.ops.aten.empty_strided.default, (list(size), list(stride)), kwargs)
-    t = _wrap(node, template, torch.device(device).index or 0 if device is not None else 0)
+    index = torch.device(device).index or 0 if device is not None else 0
+    try:
+        node, template = record(torch.ops.aten.empty_strided.default, (list(size), list(stride)), kwargs)
+    except _Untraceable:  # a dtype the backend cannot compile: device data from the host
+        return from_cpu(torch.zeros(list(size), dtype=kwargs["dtype"]), index)
+    t = _wrap(node, template, index)
     assert isinstance(t, LazyTensor)
     return t
 
@@ -73,6 +81,17 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     return copy_into(dst, src)
 
 
+def _one_hot(self: torch.Tensor, num_classes: int = -1) -> torch.Tensor:
+    # one_hot is composite: on lazy tensors it compares with arange and never
+    # reads out of bounds, but a class out of range must still raise as on the
+    # CPU: its checks (lazy_core.checks), then PyTorch's decomposition.
+    from .checks import check_one_hot
+
+    check_one_hot(self, num_classes)
+    with torch._C._AutoDispatchBelowAutograd():
+        return torch.ops.aten.one_hot.default.decompose(self, num_classes)
+
+
 def register() -> None:
     """Install the Lazy-key kernels (idempotent)."""
     global _lib
@@ -84,6 +103,7 @@ def register() -> None:
     lib.impl("empty.memory_format", traced(_empty), "Lazy")
     lib.impl("empty_strided", traced(_empty_strided), "Lazy")
     lib.impl("_copy_from", traced(_copy_from), "Lazy")
+    lib.impl("one_hot", _one_hot, "AutogradLazy")
     for name in _HOST_FACTORIES:
         packet, _, overload = name.partition(".")
         op = getattr(getattr(torch.ops.aten, packet), overload or "default")

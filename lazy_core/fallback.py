@@ -17,10 +17,50 @@ from typing import Any
 import torch
 
 from . import metrics, source_location
+from . import registry as _registry
 from . import tensor as _t
 from .executor import executor
 
 aten = torch.ops.aten
+
+
+#: Dtypes compiled backends cannot run: complex numbers reach the compilers as
+#: ``complex<f32>`` and ComplexHalf has no MLIR type; quantized tensors have
+#: no lowering at all. A graph holding one failed to compile at best and, at
+#: worst, aborted the process inside LLVM (``fft.fft2``: "unhandled type or
+#: value for getConstantWithGivenDtypeAndValue", SIGABRT). Ops on them run
+#: eagerly instead. A backend lists what it cannot run in
+#: ``unsupported_dtypes`` (the ``eager`` backend: nothing).
+DEFAULT_UNSUPPORTED_DTYPES = frozenset({
+    torch.complex32, torch.complex64, torch.complex128,
+    torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4,
+})
+
+_refused: tuple[Any, frozenset] = (None, frozenset())
+
+
+def refused_dtypes() -> frozenset:
+    """Dtypes the active backend cannot compile (asked for every traced op, so cached)."""
+    global _refused
+    backend = _registry._active
+    if _refused[0] is not backend or backend is None:
+        backend = _registry.active_backend()
+        _refused = (backend, frozenset(getattr(backend, "unsupported_dtypes", DEFAULT_UNSUPPORTED_DTYPES)))
+    return _refused[1]
+
+
+def refused_dtype(metas: Any, operands: Any) -> torch.dtype | None:
+    """The first dtype among an op's results and operands the backend cannot run, or None."""
+    refused = refused_dtypes()
+    if not refused:
+        return None
+    for m in metas:
+        if m is not None and m.dtype in refused:
+            return m.dtype
+    for o in operands:
+        if o.meta.dtype in refused:
+            return o.meta.dtype
+    return None
 
 
 def _lazy_leaves(x: Any, out: list) -> None:
@@ -139,10 +179,13 @@ def copy_into(dst: Any, src: Any) -> Any:
     """``dst.copy_(src)`` where at least one side is lazy: the only transfer points."""
     if isinstance(dst, _t.LazyTensor):
         if isinstance(src, _t.LazyTensor):
-            dst._lz_assign(src._lz_value())
-        else:
-            host = src.detach().to(dtype=dst.dtype).expand(tuple(dst.shape)).contiguous()
-            dst._lz_assign(_t.upload(host, source_location.current(2)))
+            try:
+                dst._lz_assign(src._lz_value())
+                return dst
+            except _t._Untraceable:  # a dtype conversion the backend cannot run: via the host
+                src = executor().to_host(src, "copy")
+        host = src.detach().to(dtype=dst.dtype).expand(tuple(dst.shape)).contiguous()
+        dst._lz_assign(_t.upload(host, source_location.current(2)))
         return dst
     host = executor().to_host(src, "copy to cpu")
     dst.copy_(host)
@@ -159,7 +202,10 @@ def _to_copy(func: Any, args: tuple, kwargs: dict) -> Any:
             if rest.get("dtype", src.dtype) == src.dtype and len(rest) <= 1 and "memory_format" not in rest:
                 return _t.dispatch(aten.clone.default, (src,), {})
             # Record it directly: dispatch() would route _to_copy back here.
-            node, template = _t.record(aten._to_copy.default, (src,), rest)
+            try:
+                node, template = _t.record(aten._to_copy.default, (src,), rest)
+            except _t._Untraceable as e:  # to or from a dtype the backend cannot run
+                return run_eagerly(func, args, kwargs, why=str(e))
             return _t._wrap(node, template, src._lz_storage.device)
         host = executor().to_host(src, "to cpu")
         rest = {k: v for k, v in kwargs.items() if k != "device"}
@@ -180,6 +226,30 @@ def _unsupported(func: Any, args: tuple, kwargs: dict) -> Any:
         f"{func} changes a tensor's storage or size in place; lazy tensors have fixed shapes. "
         "Create a new tensor instead."
     )
+
+
+def _set_storage(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``t.set_(storage, offset, size, stride)``: ``torch.load(map_location="lazy")``
+    rebuilds each tensor this way, on a storage ``lazy_core.interop`` made over
+    the loaded host bytes; the tensor becomes an upload of them."""
+    from . import interop
+
+    self = args[0]
+    storage = args[1] if len(args) > 1 else kwargs.get("source")
+    host_storage = interop.host_storage(storage)
+    if not isinstance(self, _t.LazyTensor) or host_storage is None:
+        return _unsupported(func, args, kwargs)
+    rest = list(args[2:])
+    offset = rest[0] if rest else kwargs.get("storage_offset", 0)
+    size = rest[1] if len(rest) > 1 else kwargs.get("size", [host_storage.nbytes() // self.element_size()])
+    stride = rest[2] if len(rest) > 2 else kwargs.get("stride", None)
+    host = torch.empty(0, dtype=self.dtype).set_(host_storage, offset, size, *([stride] if stride is not None else []))
+    new = _t.from_cpu(host.clone(), self._lz_storage.device)
+    self.data = new
+    self._lz_storage = new._lz_storage
+    self._lz_view = ()
+    self._lz_cache = None
+    return self
 
 
 def _resize(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -205,8 +275,8 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
     aten._to_copy.default: _to_copy,
     aten._local_scalar_dense.default: _item,
     aten.set_.source_Tensor: _unsupported,
-    aten.set_.source_Storage: _unsupported,
-    aten.set_.source_Storage_storage_offset: _unsupported,
+    aten.set_.source_Storage: _set_storage,
+    aten.set_.source_Storage_storage_offset: _set_storage,
     aten.resize_.default: _resize,
     aten.resize_as_.default: _resize,
     aten.lift_fresh.default: _lift,

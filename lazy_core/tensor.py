@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from . import config, fallback, metrics, source_location
+from . import checks, config, fallback, interop, metrics, source_location
 from . import registry as _registry
 from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
@@ -206,6 +206,17 @@ class LazyTensor(torch.Tensor):
     def __reduce_ex__(self, proto: int) -> Any:
         # Saved as CPU tensors: a checkpoint must not depend on a live backend.
         return materialize(self, "save").detach().clone().requires_grad_(self.requires_grad).__reduce_ex__(proto)
+
+    # Storage identity for libraries that look for shared tensors (safetensors,
+    # save_pretrained): stand-in addresses, never memory (lazy_core.interop).
+    def untyped_storage(self) -> Any:
+        return interop.LazyUntypedStorage(self._lz_storage)
+
+    def data_ptr(self) -> int:
+        return interop.data_ptr(self)
+
+    def storage_offset(self) -> int:
+        return interop.storage_offset(self)
 
     def __deepcopy__(self, memo: dict) -> Any:
         copy = dispatch(aten.clone.default, (self.detach(),), {})
@@ -460,6 +471,9 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
         key = (tuple(akeys), ())
     cargs_t = tuple(cargs)
     metas, template, sid = _infer(op, p, cargs_t, ckwargs, key)
+    bad = fallback.refused_dtype(metas, operands)
+    if bad is not None:  # complex/quantized: never compiled (lazy_core.fallback)
+        raise _Untraceable(f"dtype {bad} is not supported by backend {active_backend().name}")
     node = Node(op, cargs_t, ckwargs, tuple(operands), metas, location, sid)
     _counters["trace_op"] += 1
     return node, template
@@ -578,6 +592,7 @@ def _classify(func: Any, backend: Any) -> tuple[int, OpPlan | None]:
         or (bool(p.mutated) and p.functional is None)
         or func is _NATIVE_BATCH_NORM
         or not backend.supports_op(func)
+        or checks.guarded(func)
     )
     if general:
         return _GENERAL, None
@@ -607,6 +622,8 @@ def _dispatch_general(func: Any, args: tuple, kwargs: dict) -> Any:
             return decomposition(*args, **kwargs)
     if not active_backend().supports_op(func):
         return fallback.run_eagerly(func, args, kwargs, why="unsupported by backend")
+    if checks.guarded(func):  # safe indices and divisors, device-side checks (lazy_core.checks)
+        args, kwargs = checks.guard(func, args, kwargs)
     if p.is_view:
         return _view(func, p, args, kwargs)
     if p.mutated:

@@ -1,0 +1,555 @@
+"""Data checks that never crash: out-of-range indices and integer division by zero.
+
+On the CPU, PyTorch raises when an index is out of range or an integer divisor
+is zero. Here the values are unknown while tracing, and the compiled code
+does no bounds checks: an index just past the end corrupted the heap
+(iree-cpu), read garbage or aborted (reference); ``a % 0`` killed Python
+with SIGFPE. The design follows CUDA's device-side assert, but raises
+PyTorch's own error and keeps the process usable:
+
+* Each index-consuming op records a flag "some index is out of range" and
+  runs on a *safe* index (bad entries replaced by 0, ``nll_loss``'s
+  ``ignore_index`` kept), so compiled code never reads or writes out of
+  bounds. Integer division divides by a safe divisor (0 -> 1, and
+  ``INT_MIN / -1`` -> 1, which traps in hardware too).
+* The flags fold into one int64 value, "the first failing check" (0: none),
+  an ordinary lazy tensor carried from step to step: one extra output per
+  graph, no host sync at ``mark_step()``, so async execution still overlaps.
+  Check ids are per op and user line and travel as lifted scalars, so the
+  graph, and its cache key, is the same every step.
+* A host read that executes pending work reads that value with the rest
+  (``executor.to_host_many``), as does ``wait_device_ops()``; a nonzero value
+  raises the op's PyTorch error (type and message as on the CPU, with the
+  user's line as a note). The values that step produced are unusable: the
+  tensors of the raising read, and in async mode every output of the failed
+  step, fail when read or used, the way a failed execution's outputs do.
+
+Errors that need no data (a Python divisor of 0, a CPU index, an index into
+an empty dimension) raise at the call, as eagerly. ``LAZY_CHECKS=0`` turns
+the checks off (the compiled code is then unsafe again).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import torch
+
+from . import metrics, source_location
+from .ir import DeviceData, Output
+
+if TYPE_CHECKING:
+    from .source_location import SourceLocation
+    from .tensor import LazyTensor
+
+aten = torch.ops.aten
+
+
+def _env_enabled() -> bool:
+    """``LAZY_CHECKS`` (default on). The one place this variable is read."""
+    try:
+        from . import config  # the shared LAZY_* parser, where present
+
+        return bool(config.get_bool("LAZY_CHECKS", True))
+    except (ImportError, AttributeError):
+        value = os.environ.get("LAZY_CHECKS", "1").strip().lower()
+        if value in ("1", "true", "on", "yes", ""):
+            return True
+        if value in ("0", "false", "off", "no"):
+            return False
+        raise ValueError(f"LAZY_CHECKS={value!r}: expected one of 1/0/true/false/on/off/yes/no") from None
+
+
+_enabled = _env_enabled()
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def set_enabled(on: bool) -> None:
+    """Turn the checks on or off at run time (ops already traced keep theirs)."""
+    global _enabled
+    _enabled = on
+    from . import tensor
+
+    tensor._kinds.clear()
+
+
+class _Site(NamedTuple):
+    """What to raise when a check fails."""
+
+    exc: type[Exception]
+    message: str
+    op: str
+    location: SourceLocation | None
+
+
+class _State:
+    def __init__(self) -> None:
+        #: The "first failing check" accumulator (int64, 0-d), or None before the first check.
+        self.acc: LazyTensor | None = None
+        #: The accumulator's value last read as 0 (no need to read it again).
+        self.clean: Output | None = None
+        self.ids: dict[tuple, int] = {}
+        self.sites: dict[int, _Site] = {}
+        #: Safe indices already made in this segment: key -> (index node, safe value).
+        self.memo: dict[tuple, tuple[Any, Output]] = {}
+        self.memo_segment: Any = None
+        self.reading = False
+
+
+_state = _State()
+
+
+# -- recording helpers ---------------------------------------------------------------
+
+
+def _op(op: Any, args: tuple, loc: SourceLocation | None) -> Output:
+    from .tensor import record
+
+    node, template = record(op, args, {}, loc)
+    return Output(node, template.i)
+
+
+def _acc() -> LazyTensor:
+    """The accumulator tensor; a new check segment starts when it was executed."""
+    from .tensor import from_cpu
+
+    if _state.acc is None:
+        _state.acc = from_cpu(torch.zeros((), dtype=torch.int64))
+    acc = _state.acc
+    value = acc._lz_storage.value
+    if value.node.is_leaf() and _state.memo_segment is not value:
+        _state.memo.clear()
+        _state.memo_segment = value
+    return acc
+
+
+def _site_id(site: _Site) -> int:
+    key = (site.exc, site.message, site.op, site.location)
+    k = _state.ids.get(key)
+    if k is None:
+        k = _state.ids[key] = len(_state.ids) + 2  # 0: no failure; ids >= 2 are lifted scalars
+        _state.sites[k] = site
+    return k
+
+
+def _fold(flag: Output, site: _Site) -> None:
+    """acc = site id if acc == 0 and flag, else acc (the first failure wins, as eagerly)."""
+    acc = _acc()
+    loc = site.location
+    cur = acc._lz_value()
+    hit = _op(aten.logical_and.default, (flag, _op(aten.eq.Scalar, (cur, 0), loc)), loc)
+    acc._lz_assign(_op(aten.masked_fill.Scalar, (cur, hit, _site_id(site)), loc))
+    metrics.counter_add("checks_recorded")
+
+
+# -- argument access -------------------------------------------------------------------
+
+
+class _Bound:
+    """An op's arguments by schema name, with replacement."""
+
+    def __init__(self, func: Any, args: tuple, kwargs: dict) -> None:
+        self.func = func
+        self.args = list(args)
+        self.kwargs = dict(kwargs)
+        self.schema = {a.name: (i, a) for i, a in enumerate(func._schema.arguments)}
+
+    def get(self, name: str) -> Any:
+        i, a = self.schema[name]
+        if i < len(self.args):
+            return self.args[i]
+        if name in self.kwargs:
+            return self.kwargs[name]
+        return a.default_value if a.has_default_value() else None
+
+    def has(self, name: str) -> bool:
+        return name in self.schema
+
+    def set(self, name: str, value: Any) -> None:
+        i, _ = self.schema[name]
+        if i < len(self.args):
+            self.args[i] = value
+        else:
+            self.kwargs[name] = value
+
+
+def _is_lazy(x: Any) -> bool:
+    from .tensor import LazyTensor
+
+    return isinstance(x, LazyTensor)
+
+
+def _value(x: Any) -> Output:
+    return x if isinstance(x, Output) else x._lz_value()
+
+
+def _meta_of(x: Any) -> Any:
+    if isinstance(x, Output):
+        return x.meta
+    return x
+
+
+# -- index checks ------------------------------------------------------------------------
+
+
+def _safe_index(
+    idx: Any, lo: int, n: int, site: _Site, ignore: int | None = None
+) -> Any:
+    """``idx`` with out-of-range entries replaced by 0, and a recorded check.
+
+    Valid entries lie in ``[lo, n)`` (``lo`` is ``-n`` where negative indices
+    wrap); ``ignore`` (``nll_loss``'s ``ignore_index``) is valid too.
+    """
+    if idx is None:
+        return idx
+    if not (_is_lazy(idx) or isinstance(idx, Output)):
+        if isinstance(idx, torch.Tensor) and idx.numel() and idx.dtype not in (torch.bool, torch.uint8):
+            bad = (idx < lo) | (idx >= n)
+            if ignore is not None:
+                bad &= idx != ignore
+            if bool(bad.any()):
+                raise site.exc(site.message)
+        return idx
+    value = _value(idx)
+    meta = value.meta
+    if meta.dtype in (torch.bool, torch.uint8) or meta.dtype.is_floating_point or meta.numel() == 0:
+        return idx  # masks: data-dependent shapes, not checked here
+    if n == 0 and ignore is None:
+        raise site.exc(site.message)  # every index of an empty dimension is out of range
+    acc = _acc()
+    key = (id(value.node), value.index, lo, n, ignore, site)
+    hit = _state.memo.get(key)
+    if hit is not None and hit[0] is value.node:
+        return hit[1]
+    del acc
+    loc = site.location
+    bad = _op(aten.logical_or.default, (_op(aten.lt.Scalar, (value, lo), loc), _op(aten.ge.Scalar, (value, n), loc)), loc)
+    if ignore is not None:
+        bad = _op(aten.logical_and.default, (bad, _op(aten.ne.Scalar, (value, ignore), loc)), loc)
+    _fold(_op(aten.any.default, (bad,), loc), site)
+    safe = _op(aten.masked_fill.Scalar, (value, bad, 0), loc)
+    _state.memo[key] = (value.node, safe)
+    return safe
+
+
+def _dim_size(t: Any, dim: int) -> int:
+    shape = tuple(t.shape)
+    if not shape:
+        return 1
+    return shape[dim % len(shape)]
+
+
+def _bounds_msg(dim: int, n: int, prefix: str = "") -> str:
+    # PyTorch names the offending value ("index 5 is ..."); it is on the device.
+    return f"{prefix}index is out of bounds for dimension {dim} with size {n}"
+
+
+def _guard_dim_index(exc: type[Exception], prefix: str = "", negative_ok: bool = False,
+                     plain: str | None = None) -> Callable[[_Bound, str, Any], None]:
+    """ops(self, dim, index, ...): index entries in [0, self.size(dim))."""
+
+    def guard(b: _Bound, op: str, loc: Any) -> None:
+        self, dim = b.get("self"), b.get("dim")
+        n = _dim_size(self, dim)
+        d = dim % max(len(self.shape), 1)
+        site = _Site(exc, plain or _bounds_msg(d, n, prefix), op, loc)
+        b.set("index", _safe_index(b.get("index"), -n if negative_ok else 0, n, site))
+
+    return guard
+
+
+def _guard_embedding(b: _Bound, op: str, loc: Any) -> None:
+    n = b.get("weight").shape[0]
+    b.set("indices", _safe_index(b.get("indices"), 0, n, _Site(IndexError, "index out of range in self", op, loc)))
+
+
+def _guard_embedding_backward(b: _Bound, op: str, loc: Any) -> None:
+    n = b.get("num_weights")
+    b.set("indices", _safe_index(b.get("indices"), 0, n, _Site(IndexError, "index out of range in self", op, loc)))
+
+
+def _guard_nll(b: _Bound, op: str, loc: Any) -> None:
+    self = b.get("self")
+    n = self.shape[1] if self.dim() >= 2 else self.shape[0]
+    site = _Site(IndexError, "Target is out of bounds.", op, loc)
+    b.set("target", _safe_index(b.get("target"), 0, n, site, ignore=b.get("ignore_index")))
+
+
+def _guard_indices_list(b: _Bound, op: str, loc: Any) -> None:
+    """index / index_put(self, indices: Tensor?[]): index k walks dimension k."""
+    self, indices = b.get("self"), b.get("indices")
+    if indices is None:
+        return
+    shape = tuple(self.shape)
+    out, dim = [], 0
+    for idx in indices:
+        meta = _value(idx).meta if (_is_lazy(idx) or isinstance(idx, Output)) else idx
+        if idx is not None and getattr(meta, "dtype", None) in (torch.bool, torch.uint8):
+            out.append(idx)
+            dim += len(meta.shape)
+            continue
+        if idx is not None and dim < len(shape):
+            n = shape[dim]
+            idx = _safe_index(idx, -n, n, _Site(IndexError, _bounds_msg(dim, n), op, loc))
+        out.append(idx)
+        dim += 1
+    b.set("indices", type(indices)(out))
+
+
+def _guard_take(b: _Bound, op: str, loc: Any) -> None:
+    n = b.get("self").numel()
+    b.set("index", _safe_index(b.get("index"), -n, n, _Site(IndexError, f"out of range: tried to access an index "
+                                                                      f"out of a tensor of {n} elements.", op, loc)))
+
+
+def check_one_hot(t: Any, num_classes: int) -> None:
+    """``one_hot``'s checks (its decomposition compares, so it never reads out of bounds,
+    but a class out of range must raise as on the CPU). Negative classes are checked first."""
+    if not _enabled or not _is_lazy(t) or t.numel() == 0 or t.dtype.is_floating_point:
+        return
+    loc = source_location.current(3)
+    value = t._lz_value()
+    op = "aten.one_hot.default"
+    _fold(_op(aten.any.default, (_op(aten.lt.Scalar, (value, 0), loc),), loc),
+          _Site(RuntimeError, "Class values must be non-negative.", op, loc))
+    if num_classes >= 0:
+        _fold(_op(aten.any.default, (_op(aten.ge.Scalar, (value, num_classes), loc),), loc),
+              _Site(RuntimeError, "Class values must be smaller than num_classes.", op, loc))
+
+
+# -- integer division ---------------------------------------------------------------------
+
+
+def _as_meta(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return torch.empty(tuple(x.shape), dtype=x.dtype, device="meta")
+    return x
+
+
+def _guard_division(b: _Bound, op: str, loc: Any) -> None:
+    if b.has("rounding_mode") and b.get("rounding_mode") is None:
+        return  # true division: a float result, no error
+    a, d = b.get("self"), b.get("other")
+    try:
+        dtype = torch.result_type(_as_meta(a), _as_meta(d))
+    except (RuntimeError, TypeError):
+        return
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        return
+    site = _Site(RuntimeError, "ZeroDivisionError", op, loc)
+    if not _is_lazy(d):
+        if isinstance(d, torch.Tensor):
+            if bool((d == 0).any()):
+                raise site.exc(site.message)
+        elif d == 0:
+            raise site.exc(site.message)
+        return
+    dv = d._lz_value()
+    zero = _op(aten.eq.Scalar, (dv, 0), loc)
+    _fold(_op(aten.any.default, (zero,), loc), site)
+    if dtype.is_signed and _is_lazy(a) and not dv.meta.dtype == torch.uint8:
+        # INT_MIN / -1 overflows, and traps in hardware like a zero divisor.
+        low = torch.iinfo(a.dtype).min if not a.dtype.is_floating_point else None
+        if low is not None:
+            ov = _op(aten.logical_and.default, (_op(aten.eq.Scalar, (a._lz_value(), low), loc),
+                                                _op(aten.eq.Scalar, (dv, -1), loc)), loc)
+            bad = _op(aten.logical_or.default, (zero, ov), loc)
+            b.set("other", _op(aten.where.ScalarSelf, (bad, 1, dv), loc))
+            return
+    b.set("other", _op(aten.masked_fill.Scalar, (dv, zero, 1), loc))
+
+
+# Guards by schema name (in-place and out= variants share their op's arguments).
+_GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
+    "embedding": _guard_embedding,
+    "embedding_dense_backward": _guard_embedding_backward,
+    "index_select": _guard_dim_index(IndexError, plain="index out of range in self"),
+    "gather": _guard_dim_index(RuntimeError),
+    "scatter": _guard_dim_index(RuntimeError),
+    "scatter_add": _guard_dim_index(RuntimeError),
+    "scatter_reduce": _guard_dim_index(RuntimeError),
+    "index_add": _guard_dim_index(RuntimeError),
+    "index_reduce": _guard_dim_index(RuntimeError),
+    "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): "),
+    "index_fill": _guard_dim_index(IndexError, negative_ok=True),
+    "index": _guard_indices_list,
+    "index_put": _guard_indices_list,
+    "_index_put_impl": _guard_indices_list,
+    "_unsafe_index": _guard_indices_list,
+    "_unsafe_index_put": _guard_indices_list,
+    "take": _guard_take,
+    "nll_loss_forward": _guard_nll,
+    "nll_loss_backward": _guard_nll,
+    "nll_loss2d_forward": _guard_nll,
+    "nll_loss2d_backward": _guard_nll,
+    "remainder": _guard_division,
+    "fmod": _guard_division,
+    "floor_divide": _guard_division,
+    "div": _guard_division,
+}
+
+
+def _guard_for(func: Any) -> Callable[[_Bound, str, Any], None] | None:
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return None
+    ns, _, name = schema.name.partition("::")
+    if ns != "aten":
+        return None
+    guard = _GUARDS.get(name)
+    if guard is None and name.endswith("_"):
+        guard = _GUARDS.get(name[:-1])
+    if guard is _guard_division and func._schema.name.endswith("div") and "mode" not in schema.overload_name:
+        return None  # div.Tensor / div.Scalar: true division
+    return guard
+
+
+def guarded(func: Any) -> bool:
+    """Whether ``func`` needs a check before it is recorded (tensor._classify)."""
+    return _enabled and _guard_for(func) is not None
+
+
+def guard(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments to record ``func`` with: safe indices and divisors, checks recorded.
+
+    Raises at once what PyTorch raises without looking at device data.
+    """
+    g = _guard_for(func) if _enabled else None
+    if g is None:
+        return args, kwargs
+    b = _Bound(func, args, kwargs)
+    g(b, str(func), source_location.current(3))
+    return tuple(b.args), b.kwargs
+
+
+# -- reading the flags --------------------------------------------------------------------
+
+
+def on_read(executor: Any, tensors: list[Any], reason: str) -> list[torch.Tensor]:
+    """``executor.to_host_many`` with the checks: the executor's read hook."""
+    _raise_if_poisoned(tensors)
+    acc = _state.acc
+    if acc is None or _state.reading:
+        return executor._to_host_many(tensors, reason)
+    value = acc._lz_storage.value
+    pending = not value.node.is_leaf()
+    read_acc = value is not _state.clean and (
+        not pending or any(not t._lz_value().node.is_leaf() for t in tensors)
+    )
+    extra = [acc] if read_acc else []
+    _state.reading = True
+    try:
+        hosts = executor._to_host_many(list(tensors) + extra, reason)
+    finally:
+        _state.reading = False
+    if extra:
+        _check_code(int(hosts[-1]), tensors)
+    return hosts[: len(tensors)]
+
+
+def verify() -> None:
+    """Raise the first failed check of the executed steps (``wait_device_ops``)."""
+    acc = _state.acc
+    if acc is None or _state.reading or not acc._lz_storage.value.node.is_leaf():
+        return
+    if acc._lz_storage.value is _state.clean:
+        return
+    from .executor import executor
+
+    _state.reading = True
+    try:
+        code = int(executor()._to_host_many([acc], "checks")[0])
+    finally:
+        _state.reading = False
+    _check_code(code, [])
+
+
+def _check_code(code: int, read: list[Any]) -> None:
+    acc = _state.acc
+    assert acc is not None
+    value = acc._lz_storage.value
+    if code == 0:
+        _state.clean = value
+        return
+    site = _state.sites.get(code) or _Site(RuntimeError, "an index or divisor check failed", "?", None)
+    metrics.counter_add("checks_failed")
+    _poison(value, read, site)
+    # A fresh accumulator: later, correct work is checked on its own.
+    _state.acc = None
+    _state.clean = None
+    _state.memo.clear()
+    raise _error(site)
+
+
+def _error(site: _Site) -> Exception:
+    # A new exception each time: one kept would hold a traceback, its frames, their tensors.
+    error = site.exc(site.message)
+    where = f" at {site.location}" if site.location else ""
+    error.add_note(f"lazy_core: found by {site.op}{where} (a device-side check, reported at a read)")
+    return error
+
+
+# Storages whose values came from a failed step: storage -> (value then, site).
+_poisoned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _poison(acc_value: Output, read: list[Any], site: _Site) -> None:
+    """Make the values of the failed step fail when read or used again."""
+    from .executor import executor
+
+    batch = getattr(getattr(acc_value.node, "data", None), "batch", None)
+    storages = {id(t._lz_storage): t._lz_storage for t in read}
+    if batch is not None:
+        for s in executor().live_storages():
+            if getattr(getattr(s.value.node, "data", None), "batch", None) is batch:
+                storages[id(s)] = s
+    for s in storages.values():
+        if s is getattr(_state.acc, "_lz_storage", None):
+            continue
+        failed = _failed_data(site)
+        if failed is not None:
+            s.value = Output(DeviceData(failed, s.value.meta, s.value.node.location))
+        _poisoned[s] = (s.value, site)
+
+
+def _failed_data(site: _Site) -> Any:
+    """A device-data placeholder whose every use raises (the async runtime's
+    failed-execution mechanism), or None where that is not available."""
+    try:
+        from .async_exec import PendingBatch
+
+        batch = PendingBatch(f"a step whose device-side check failed: {site.exc.__name__}: {site.message}")
+        [data] = batch.placeholders(1)
+        batch.fail(site.exc(site.message))
+        return data
+    except Exception:  # noqa: BLE001 - a different async runtime: reads check _poisoned instead
+        return None
+
+
+def _raise_if_poisoned(tensors: list[Any]) -> None:
+    if not _poisoned:
+        return
+    for t in tensors:
+        hit = _poisoned.get(t._lz_storage)
+        if hit is not None and t._lz_storage.value is hit[0]:
+            raise _error(hit[1])
+
+
+def install() -> None:
+    """Make host reads check the flags (called once by ``lazy_core``)."""
+    from .executor import executor
+
+    executor().read_hook = on_read
+
+
+def reset() -> None:
+    """Forget every check (tests; a backend change)."""
+    global _state
+    _state = _State()
+    _poisoned.clear()

@@ -1,0 +1,126 @@
+"""Interop that users hit at once (issue 14, item 10; ``lazy_core.interop``).
+
+``Module.to("lazy")`` with a CPU output of the module alive, safetensors and
+``save_pretrained`` on lazy models, ``torch.load(..., map_location="lazy")``:
+each behaves as on the CPU (or as ``.to("cuda")`` does).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from conftest import requested_backends, use_backend
+
+import lazy_core
+
+
+@pytest.fixture(params=[b for b in requested_backends() if b in ("eager", "reference")])
+def some_backend(request: pytest.FixtureRequest) -> lazy_core.BackendImpl:
+    return use_backend(request.param)
+
+
+def test_module_to_lazy_while_a_cpu_output_is_alive(some_backend: lazy_core.BackendImpl) -> None:
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(64, 2))
+    x = torch.randn(2, 3, 6, 6)
+    out = m(x)  # its autograd graph holds the CPU weights
+    weight = m[0].weight
+    m.to("lazy")
+    assert m[0].weight is weight and weight.device.type == "lazy"  # the same Parameter, as with cuda
+    torch.testing.assert_close(m(x.to("lazy")).cpu(), out.detach())
+    # The stale CPU graph cannot send gradients to the moved parameters silently.
+    with pytest.raises(RuntimeError, match="swap_tensors|moved to the lazy device"):
+        out.sum().backward()
+    # Training on lazy works afterwards.
+    m(x.to("lazy")).sum().backward()
+    assert m[0].weight.grad is not None and m[0].weight.grad.device.type == "lazy"
+
+
+def test_module_to_lazy_keeps_tied_parameters_tied(some_backend: lazy_core.BackendImpl) -> None:
+    a, b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+    b.weight = a.weight
+    m = torch.nn.Sequential(a, b)
+    held = m(torch.randn(1, 3))  # noqa: F841 - holds the weight, forcing the fallback swap
+    m.to("lazy")
+    assert m[0].weight is m[1].weight and m[0].weight.device.type == "lazy"
+
+
+def test_data_ptr_and_storage_identify_sharing(eager_backend: lazy_core.BackendImpl) -> None:
+    x = torch.randn(3, 4).to("lazy")
+    y = torch.randn(3, 4).to("lazy")
+    assert x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr()
+    assert x.untyped_storage().nbytes() == 48
+    assert x[1].data_ptr() - x.data_ptr() == 16
+    assert x.t().untyped_storage() == x.untyped_storage()
+    assert x[:, 2].storage_offset() == 2
+    # Never overlapping: y starts after x ends.
+    ends = sorted([(x.data_ptr(), x.data_ptr() + 48), (y.data_ptr(), y.data_ptr() + 48)])
+    assert ends[0][1] <= ends[1][0]
+
+
+def test_safetensors_save_file_round_trip(eager_backend: lazy_core.BackendImpl, tmp_path: os.PathLike) -> None:
+    from safetensors.torch import load_file, save_file
+
+    cpu = {"a": torch.randn(3, 4), "b": torch.arange(5)}
+    save_file({k: v.to("lazy") for k, v in cpu.items()}, str(tmp_path / "x.safetensors"))
+    back = load_file(str(tmp_path / "x.safetensors"))
+    assert back.keys() == cpu.keys() and all(torch.equal(back[k], cpu[k]) for k in cpu)
+    # Shared tensors are refused as on the CPU (same error, found by storage identity).
+    w = torch.randn(2, 2)
+    with pytest.raises(RuntimeError, match="share memory") as on_cpu:
+        save_file({"p": w, "q": w}, str(tmp_path / "c.safetensors"))
+    lw = w.to("lazy")
+    with pytest.raises(RuntimeError, match="share memory") as on_lazy:
+        save_file({"p": lw, "q": lw}, str(tmp_path / "l.safetensors"))
+    assert str(on_cpu.value).replace("cpu", "X") == str(on_lazy.value).replace("lazy:0", "X")
+
+
+def test_save_pretrained_with_tied_weights(eager_backend: lazy_core.BackendImpl, tmp_path: os.PathLike) -> None:
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=37, vocab_size=99, max_position_embeddings=16)
+    torch.manual_seed(0)
+    cpu_model = transformers.BertForMaskedLM(cfg).eval()
+    cpu_model.save_pretrained(tmp_path / "cpu")
+    lazy_model = transformers.BertForMaskedLM(cfg).eval()
+    lazy_model.load_state_dict(cpu_model.state_dict())
+    lazy_model.to("lazy")
+    lazy_model.save_pretrained(tmp_path / "lazy")
+    from safetensors.torch import load_file
+
+    want = load_file(str(tmp_path / "cpu" / "model.safetensors"))
+    got = load_file(str(tmp_path / "lazy" / "model.safetensors"))
+    assert got.keys() == want.keys()  # the tied decoder weight is left out, as on the CPU
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    reloaded = transformers.BertForMaskedLM.from_pretrained(tmp_path / "lazy").eval()
+    ids = torch.tensor([[1, 5, 7, 2]])
+    torch.testing.assert_close(reloaded(ids).logits, cpu_model(ids).logits)
+
+
+def test_torch_load_map_location_lazy(eager_backend: lazy_core.BackendImpl, tmp_path: os.PathLike) -> None:
+    base = torch.randn(4, 3)
+    state = {"w": torch.randn(3), "t": base.t(), "row": base[2], "i": torch.arange(4)}
+    torch.save(state, tmp_path / "a.pt")
+    for location in ("lazy", torch.device("lazy"), {"cpu": "lazy"}):
+        loaded = torch.load(tmp_path / "a.pt", map_location=location)
+        for k, v in state.items():
+            assert loaded[k].device.type == "lazy", k
+            assert loaded[k].shape == v.shape and loaded[k].dtype == v.dtype
+            assert torch.equal(loaded[k].cpu(), v), k
+    # Into a lazy module, as users do.
+    lin = torch.nn.Linear(3, 2)
+    torch.save(lin.state_dict(), tmp_path / "lin.pt")
+    lazy_lin = torch.nn.Linear(3, 2).to("lazy")
+    lazy_lin.load_state_dict(torch.load(tmp_path / "lin.pt", map_location="lazy"))
+    x = torch.randn(5, 3)
+    torch.testing.assert_close(lazy_lin(x.to("lazy")).cpu(), lin(x))
+
+
+def test_torch_save_of_lazy_tensors_loads_on_cpu(eager_backend: lazy_core.BackendImpl, tmp_path: os.PathLike) -> None:
+    x = torch.randn(3).to("lazy") * 2
+    torch.save({"x": x}, tmp_path / "b.pt")
+    loaded = torch.load(tmp_path / "b.pt")
+    assert loaded["x"].device.type == "cpu"
+    torch.testing.assert_close(loaded["x"], x.cpu())
