@@ -64,6 +64,11 @@ DECOMPOSED_OPS = (
     aten.log_sigmoid_backward.default,
     aten.native_group_norm_backward.default,
     aten.xlogy.Tensor,  # kl_div's backward
+    # Dropout's backward: torch-mlir imports it but leaves its ``float scale``
+    # as a ``torch.constant.float`` that neither linalg nor IREE legalizes, so
+    # every training step with dropout ran op by op on the CPU. Decomposed to
+    # ``grad * mask * scale`` the scale is an ordinary multiplier.
+    aten.native_dropout_backward.default,
 )
 
 
