@@ -170,6 +170,29 @@ def _to_copy(func: Any, args: tuple, kwargs: dict) -> Any:
     return _t.from_cpu(host)
 
 
+def _index(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``x[idx]``: recorded unless an index is a boolean (or uint8) mask.
+
+    ``index.Tensor`` is tagged dynamic-shape for its mask form only; with
+    integer indices the result's shape follows from theirs, and HF's
+    attention-mask helpers index ``padding_mask[batch_idx, kv_idx]`` that way
+    on every forward (run eagerly, it split each step). That form is
+    dispatched as ``_unsafe_index`` (the same op without the dynamic tag, and
+    without CPU bounds checks: recorded like ``index_select``); the lowering
+    turns it back into ``index.Tensor``. CPU index tensors move to the lazy
+    device, as PyTorch moves them to ``self``'s device.
+    """
+    bound = dict(zip(("self", "indices"), args))
+    bound.update(kwargs)
+    self, indices = bound["self"], list(bound["indices"])
+    masks = any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
+    if masks or not isinstance(self, _t.LazyTensor):
+        return run_eagerly(func, args, kwargs, why="data-dependent" if masks else "index of a CPU tensor")
+    indices = [_t.from_cpu(i) if isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) else i
+               for i in indices]
+    return _t.dispatch(aten._unsafe_index.Tensor, (self, indices), {})
+
+
 def _item(func: Any, args: tuple, kwargs: dict) -> Any:
     return executor().to_host(args[0], "item").item()
 
@@ -203,6 +226,7 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
     aten.copy_.default: _copy_,
     aten._to_copy.default: _to_copy,
     aten._local_scalar_dense.default: _item,
+    aten.index.Tensor: _index,
     aten.set_.source_Tensor: _unsupported,
     aten.set_.source_Storage: _unsupported,
     aten.set_.source_Storage_storage_offset: _unsupported,

@@ -69,6 +69,9 @@ DECOMPOSED_OPS = (
     # every training step with dropout ran op by op on the CPU. Decomposed to
     # ``grad * mask * scale`` the scale is an ordinary multiplier.
     aten.native_dropout_backward.default,
+    # ``x[int_tensor]`` is traced as ``_unsafe_index`` (lazy_core.fallback's
+    # index handler): it has no torch-dialect definition; it is index.Tensor.
+    aten._unsafe_index.Tensor,
 )
 
 
