@@ -72,6 +72,11 @@ DECOMPOSED_OPS = (
     # ``x[int_tensor]`` is traced as ``_unsafe_index`` (lazy_core.fallback's
     # index handler): it has no torch-dialect definition; it is index.Tensor.
     aten._unsafe_index.Tensor,
+    # nn.LSTM/GRU cells split their gates with ``unsafe_chunk``; no
+    # torch-dialect definition, so every timestep ran eagerly and cut the
+    # step into one graph per timestep. Decomposed to slices.
+    aten.unsafe_split.Tensor,
+    aten.unsafe_split_with_sizes.default,
 )
 
 
@@ -81,6 +86,28 @@ def _squeeze_dims(x: torch.Tensor, dims: list[int]) -> torch.Tensor:
     for d in sorted({d % max(x.dim(), 1) for d in dims}, reverse=True):
         x = aten.squeeze.dim(x, d)
     return x
+
+
+def _split_sizes(x: torch.Tensor, dim: int, sizes: list[int]) -> list[torch.Tensor]:
+    dim = dim % max(x.dim(), 1)
+    out, start = [], 0
+    for size in sizes:
+        out.append(aten.slice.Tensor(x, dim, start, start + size))
+        start += size
+    return out
+
+
+def _unsafe_split(x: torch.Tensor, split_size: int, dim: int = 0) -> list[torch.Tensor]:
+    """``unsafe_split`` as slices, in the number PyTorch makes: one per
+    ``split_size`` elements (the last may be shorter), one if the dimension is empty."""
+    n = x.shape[dim]
+    if n == 0:
+        return [aten.slice.Tensor(x, dim, 0, 0)]
+    return _split_sizes(x, dim, [min(split_size, n - s) for s in range(0, n, split_size)])
+
+
+def _unsafe_split_with_sizes(x: torch.Tensor, split_sizes: list[int], dim: int = 0) -> list[torch.Tensor]:
+    return _split_sizes(x, dim, list(split_sizes))
 
 
 def _embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
@@ -182,6 +209,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.squeeze.dims] = _squeeze_dims
     table[aten.select_backward.default] = _select_backward
     table[aten.avg_pool2d_backward.default] = _avg_pool2d_backward
+    table[aten.unsafe_split.Tensor] = _unsafe_split
+    table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
     return table
 
 
