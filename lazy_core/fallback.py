@@ -121,7 +121,9 @@ def _native_dropout(args: tuple, kwargs: dict) -> Any:
     if not train or prob == 0.0:
         return x.clone(), torch.ones_like(x, dtype=torch.bool)
     keep = 1.0 - prob
-    mask_host = torch.empty(tuple(x.shape), dtype=x.dtype).bernoulli_(keep)
+    # Eager draws into ``empty_like(input)``, in memory order: a transposed input
+    # (nn.LSTM's batch_first output) needs its strides to get the same mask.
+    mask_host = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype).bernoulli_(keep)
     metrics.counter_add("random::aten.native_dropout.default")
     mask = _t.from_cpu(mask_host.to(torch.bool))
     scale = 0.0 if keep == 0 else 1.0 / keep
