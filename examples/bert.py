@@ -8,8 +8,10 @@
 
 The model is built from a small config (random weights, nothing from the
 hub, no network), once on the CPU; a deep copy moves to the lazy device, so
-both start from the same weights (tied embeddings stay tied). Dropout is off
-so the two runs are comparable. Each step is one ``mark_step()``: the whole
+both start from the same weights (tied embeddings stay tied). Dropout is on,
+at HF's default 0.1 (``--dropout``): lazy dropout draws its masks from
+PyTorch's CPU generator, so seeding each step the same way gives both runs
+the same masks and the runs stay comparable. Each step is one ``mark_step()``: the whole
 step becomes one torch-dialect function that the backend compiles once; the
 first one or two steps differ (AdamW creates its state) and compile, the
 rest hit the cache. Both runs see the same batches; losses and final weights
@@ -48,7 +50,8 @@ from torch import nn
 import lazy_core
 
 
-def build_model(name: str, vocab: int, hidden: int, layers: int, heads: int, max_len: int) -> nn.Module:
+def build_model(name: str, vocab: int, hidden: int, layers: int, heads: int, max_len: int,
+                dropout: float = 0.1) -> nn.Module:
     """A randomly initialised HF model from a small config (no download)."""
     import transformers
 
@@ -57,13 +60,13 @@ def build_model(name: str, vocab: int, hidden: int, layers: int, heads: int, max
         cfg = transformers.BertConfig(
             vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
             intermediate_size=4 * hidden, max_position_embeddings=max_len,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation="eager",
+            hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, attn_implementation="eager",
         )
         return transformers.BertForMaskedLM(cfg)
     if name == "gpt2":
         cfg = transformers.GPT2Config(
             vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads, n_positions=max_len,
-            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
+            resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, attn_implementation="eager",
         )
         return transformers.GPT2LMHeadModel(cfg)
     raise ValueError(f"unknown model {name!r}")
@@ -88,13 +91,14 @@ def make_batches(model: str, steps: int, batch: int, seq: int, vocab: int, seed:
 
 
 def train(model: nn.Module, device: str, batches: list[dict[str, torch.Tensor]], lr: float,
-          on_step: Any = None) -> tuple[list[float], StepTimer]:
+          on_step: Any = None, seed: int = 0) -> tuple[list[float], StepTimer]:
     lazy = device == "lazy"
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     timer = StepTimer(lazy)
     losses = []
     model.train()
     for i, batch in enumerate(batches):
+        torch.manual_seed(seed + i)  # the same dropout masks in both runs
         with timer:
             out = model(**{k: v.to(device) for k, v in batch.items()})
             out.loss.backward()
@@ -151,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads", type=int, default=2)
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--dropout", type=float, default=0.1, help="dropout probability (HF's default 0.1)")
     parser.add_argument("--print-mlir", choices=["summary", "full", "none"], default="summary")
     parser.add_argument("--compare-eager", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--tolerance", type=float, default=1e-3,
@@ -159,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
 
     backend = init_backend(args)
     torch.manual_seed(args.seed)
-    cpu_model = build_model(args.model, args.vocab, args.hidden, args.layers, args.heads, args.seq_len)
+    cpu_model = build_model(args.model, args.vocab, args.hidden, args.layers, args.heads, args.seq_len,
+                            args.dropout)
     lazy_model = copy.deepcopy(cpu_model).to("lazy")
     n_params = sum(p.numel() for p in cpu_model.parameters())
     print(f"{args.model}: {n_params / 1e6:.2f}M parameters, hidden {args.hidden}, {args.layers} layers, "
@@ -178,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
               f"cache hits +{per_step[-1]['cache_hits']}", flush=True)
         last.update(compile=compiles, cache_hit=hits, t=time.perf_counter())
 
-    lazy_losses, lazy_timer = train(lazy_model, "lazy", batches, args.lr, on_step)
+    lazy_losses, lazy_timer = train(lazy_model, "lazy", batches, args.lr, on_step, args.seed)
     summary = lazy_summary()
     mlir = step_mlir()
     if mlir and args.print_mlir != "none":
@@ -196,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     print()
     if args.compare_eager:
-        eager_losses, eager_timer = train(cpu_model, "cpu", batches, args.lr)
+        eager_losses, eager_timer = train(cpu_model, "cpu", batches, args.lr, seed=args.seed)
         loss_diff = max(abs(a - b) for a, b in zip(lazy_losses, eager_losses))
         weight_diff = max_param_diff(lazy_model, cpu_model)
         ok = loss_diff <= args.tolerance

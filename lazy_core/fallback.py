@@ -161,7 +161,9 @@ def _native_dropout(args: tuple, kwargs: dict) -> Any:
     if not train or prob == 0.0:
         return x.clone(), torch.ones_like(x, dtype=torch.bool)
     keep = 1.0 - prob
-    mask_host = torch.empty(tuple(x.shape), dtype=x.dtype).bernoulli_(keep)
+    # Eager draws into ``empty_like(input)``, in memory order: a transposed input
+    # (nn.LSTM's batch_first output) needs its strides to get the same mask.
+    mask_host = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype).bernoulli_(keep)
     metrics.counter_add("random::aten.native_dropout.default")
     mask = _t.from_cpu(mask_host.to(torch.bool))
     scale = 0.0 if keep == 0 else 1.0 / keep
@@ -215,6 +217,29 @@ def _to_copy(func: Any, args: tuple, kwargs: dict) -> Any:
     host = aten._to_copy.default(src, **rest)
     index = torch.device(device).index if target_lazy else None
     return _t.from_cpu(host, index or 0)
+
+
+def _index(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``x[idx]``: recorded unless an index is a boolean (or uint8) mask.
+
+    ``index.Tensor`` is tagged dynamic-shape for its mask form only; with
+    integer indices the result's shape follows from theirs, and HF's
+    attention-mask helpers index ``padding_mask[batch_idx, kv_idx]`` that way
+    on every forward (run eagerly, it split each step). That form is
+    dispatched as ``_unsafe_index`` (the same op without the dynamic tag, and
+    without CPU bounds checks: recorded like ``index_select``); the lowering
+    turns it back into ``index.Tensor``. CPU index tensors move to the lazy
+    device, as PyTorch moves them to ``self``'s device.
+    """
+    bound = dict(zip(("self", "indices"), args))
+    bound.update(kwargs)
+    self, indices = bound["self"], list(bound["indices"])
+    masks = any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
+    if masks or not isinstance(self, _t.LazyTensor):
+        return run_eagerly(func, args, kwargs, why="data-dependent" if masks else "index of a CPU tensor")
+    indices = [_t.from_cpu(i) if isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) else i
+               for i in indices]
+    return _t.dispatch(aten._unsafe_index.Tensor, (self, indices), {})
 
 
 def _item(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -274,6 +299,7 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
     aten.copy_.default: _copy_,
     aten._to_copy.default: _to_copy,
     aten._local_scalar_dense.default: _item,
+    aten.index.Tensor: _index,
     aten.set_.source_Tensor: _unsupported,
     aten.set_.source_Storage: _set_storage,
     aten.set_.source_Storage_storage_offset: _set_storage,

@@ -6,11 +6,11 @@ Knows lazy_core's IR and torch-mlir; knows no backend.
 from .computation import ArgInfo, Computation, ResultInfo
 from .context import LoweringContext, lower_graph, mlir_context
 from .errors import LoweringError
-from .pipelines import TARGETS, lower, pipeline_for
+from .pipelines import TARGETS, explain, lower, pipeline_for
 from .supported_ops import can_lower, is_importable
 from .version import version_key
 
 __all__ = [
-    "ArgInfo", "Computation", "can_lower", "LoweringContext", "LoweringError", "ResultInfo", "TARGETS",
+    "ArgInfo", "Computation", "can_lower", "explain", "LoweringContext", "LoweringError", "ResultInfo", "TARGETS",
     "is_importable", "lower", "lower_graph", "mlir_context", "pipeline_for", "version_key",
 ]

@@ -64,6 +64,26 @@ DECOMPOSED_OPS = (
     aten.log_sigmoid_backward.default,
     aten.native_group_norm_backward.default,
     aten.xlogy.Tensor,  # kl_div's backward
+    # Dropout's backward: torch-mlir imports it but leaves its ``float scale``
+    # as a ``torch.constant.float`` that neither linalg nor IREE legalizes, so
+    # every training step with dropout ran op by op on the CPU. Decomposed to
+    # ``grad * mask * scale`` the scale is an ordinary multiplier.
+    aten.native_dropout_backward.default,
+    # ``x[int_tensor]`` is traced as ``_unsafe_index`` (lazy_core.fallback's
+    # index handler): it has no torch-dialect definition; it is index.Tensor.
+    aten._unsafe_index.Tensor,
+    # nn.LSTM/GRU cells split their gates with ``unsafe_chunk``; no
+    # torch-dialect definition, so every timestep ran eagerly and cut the
+    # step into one graph per timestep. Decomposed to slices.
+    aten.unsafe_split.Tensor,
+    aten.unsafe_split_with_sizes.default,
+    # ``x[mask] = v`` and the backward of ``x[mask]`` (a loss over
+    # ``out[out > 0]``): torch-mlir lowers a boolean index as if it held
+    # integers, which IREE rejects (``iree_linalg_ext.scatter`` shape
+    # mismatch) for every new shape. Only the boolean-index form is
+    # decomposed (``_MASK_INDEXED``), to a gather by rank and a ``where``.
+    aten.index_put.default,
+    aten._index_put_impl.default,
 )
 
 
@@ -73,6 +93,70 @@ def _squeeze_dims(x: torch.Tensor, dims: list[int]) -> torch.Tensor:
     for d in sorted({d % max(x.dim(), 1) for d in dims}, reverse=True):
         x = aten.squeeze.dim(x, d)
     return x
+
+
+def _split_sizes(x: torch.Tensor, dim: int, sizes: list[int]) -> list[torch.Tensor]:
+    dim = dim % max(x.dim(), 1)
+    out, start = [], 0
+    for size in sizes:
+        out.append(aten.slice.Tensor(x, dim, start, start + size))
+        start += size
+    return out
+
+
+def _unsafe_split(x: torch.Tensor, split_size: int, dim: int = 0) -> list[torch.Tensor]:
+    """``unsafe_split`` as slices, in the number PyTorch makes: one per
+    ``split_size`` elements (the last may be shorter), one if the dimension is empty."""
+    n = x.shape[dim]
+    if n == 0:
+        return [aten.slice.Tensor(x, dim, 0, 0)]
+    return _split_sizes(x, dim, [min(split_size, n - s) for s in range(0, n, split_size)])
+
+
+def _unsafe_split_with_sizes(x: torch.Tensor, split_sizes: list[int], dim: int = 0) -> list[torch.Tensor]:
+    return _split_sizes(x, dim, list(split_sizes))
+
+
+def _is_mask(t: Any) -> bool:
+    meta = t.meta if isinstance(t, Output) else t
+    return meta is not None and getattr(meta, "dtype", None) in (torch.bool, torch.uint8)
+
+
+def _mask_indexed(node: Node) -> bool:
+    """``index_put(self, [None, ..., mask], values)``: one boolean index after
+    full slices only, the form ``x[mask]``, ``x[:, mask]`` and their backward make."""
+    indices = node.args[1] if len(node.args) > 1 else node.kwargs.get("indices")
+    if not isinstance(indices, list | tuple) or not indices or not _is_mask(indices[-1]):
+        return False
+    return all(i is None for i in indices[:-1])
+
+
+def _index_put_mask(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
+                    accumulate: bool = False, unsafe: bool = False) -> torch.Tensor:
+    """``index_put`` with one boolean index, static shapes only.
+
+    The k-th true position of the mask takes the k-th row of ``values`` along
+    the indexed dimension: ranks come from a cumulative sum of the mask, the
+    rows from an ``index_select``, and a ``where`` keeps ``x`` elsewhere. The
+    number of true positions is ``values``' size there (1: broadcast), which
+    the graph knows statically, as PyTorch requires them to agree.
+    """
+    k = len(indices) - 1
+    mask = indices[-1].to(torch.bool)
+    md = mask.dim()
+    rest = list(x.shape[k + md:])
+    rank = k + 1 + len(rest)
+    v = values.to(x.dtype)
+    while v.dim() < rank:
+        v = v.unsqueeze(0)
+    if v.shape[k] == 1:
+        rows = v.reshape(*v.shape[:k], *([1] * md), *v.shape[k + 1:])
+    else:
+        flat = mask.reshape(-1).to(torch.int64)
+        position = (torch.cumsum(flat, 0) - 1).clamp(min=0)
+        rows = v.index_select(k, position).reshape(*v.shape[:k], *mask.shape, *v.shape[k + 1:])
+    where = mask.reshape(*([1] * k), *mask.shape, *([1] * len(rest)))
+    return torch.where(where, x + rows if accumulate else rows, x)
 
 
 def _embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
@@ -174,19 +258,33 @@ def _table() -> dict[Any, Callable]:
     table[aten.squeeze.dims] = _squeeze_dims
     table[aten.select_backward.default] = _select_backward
     table[aten.avg_pool2d_backward.default] = _avg_pool2d_backward
+    table[aten.unsafe_split.Tensor] = _unsafe_split
+    table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
+    table[aten.index_put.default] = _index_put_mask
+    table[aten._index_put_impl.default] = _index_put_mask
     return table
 
 
 _TABLE: dict[Any, Callable] | None = None
+_NESTED: dict[Any, Callable] = {}
+
+#: Ops decomposed only in some forms; the others lower as they are.
+_ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
+    aten.index_put.default: _mask_indexed,
+    aten._index_put_impl.default: _mask_indexed,
+}
 
 
 def decomposition(op: Any) -> Callable | None:
     """The Python decomposition ``op`` is lowered through, or None."""
-    global _TABLE
+    global _TABLE, _NESTED
     if op not in DECOMPOSED_OPS:
         return None
     if _TABLE is None:
         _TABLE = _table()
+        # Inside a decomposition, ops decomposed only in some forms stay whole
+        # (embedding's backward makes an integer index_put).
+        _NESTED = {k: v for k, v in _TABLE.items() if k not in _ONLY_WHEN}
     return _TABLE.get(op)
 
 
@@ -213,6 +311,9 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
 
     decomp = decomposition(node.op)
     if decomp is None or any(isinstance(o.node, ScalarParam) for o in node.operands):
+        return None
+    applies = _ONLY_WHEN.get(node.op)
+    if applies is not None and not applies(node):
         return None
     operands: list[Output] = []
 
@@ -243,7 +344,7 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     if traced is None:
         examples = [torch.empty_strided(o.meta.shape, o.meta.stride, dtype=o.meta.dtype, device="meta")
                     for o in operands]
-        traced = make_fx(run, decomposition_table=_TABLE, tracing_mode="fake")(*examples)
+        traced = make_fx(run, decomposition_table=_NESTED, tracing_mode="fake")(*examples)
         if len(_traced) < 1024:
             _traced[key] = traced
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]

@@ -108,12 +108,85 @@ def run_pipeline(computation: Computation, pipeline: str, form: str) -> Computat
     try:
         _run(module, pipeline, form)
     except MLIRError as e:
-        raise _failure(computation, pipeline, form, e) from None
+        raise _failure(computation, pipeline, form, e, partial=module) from None
     return replace(computation, module=module, form=form)
 
 
-def _failure(computation: Computation, pipeline: str, form: str, e: Exception) -> LoweringError:
-    """A LoweringError naming the op and user line, with the repro written to disk."""
+#: Torch-dialect ops a conversion leaves behind only because a user of theirs
+#: was not converted (a shared constant, a list of operands): never the culprit.
+_BYSTANDERS = ("torch.constant.", "torch.prim.ListConstruct", "torch.prim.NumToTensor", "torch_c.")
+
+
+def _ops(module: Any) -> Any:
+    """Every operation of ``module``, in order."""
+    stack = [module.operation]
+    while stack:
+        op = stack.pop()
+        children = [o.operation for r in op.regions for b in r.blocks for o in b.operations]
+        yield from children
+        stack.extend(reversed(children))
+
+
+def leftover_op(module: Any) -> tuple[str, str | None] | None:
+    """The first torch-dialect op that a failed conversion left in ``module``
+    (not a constant it kept for it), with its user's ``file:line``.
+
+    A conversion that cannot lower an op leaves it and its constants behind,
+    and the backend-contract check then reports the first leftover, which is
+    usually a constant that the importer shares between ops and so carries
+    no location (``loc(unknown)``). The real culprit is the op that needed it.
+    """
+    first_any = None
+    for op in _ops(module):
+        name = op.name
+        if not name.startswith("torch."):
+            continue
+        location = _location_of(str(op.location))
+        if name.startswith(_BYSTANDERS):
+            continue
+        if name == "torch.operator":  # an op without a definition: name it by its own name
+            name = str(op.attributes["name"]).strip('"')
+        if first_any is None:
+            first_any = (name, location)
+        if location is not None:
+            return name, location
+    return first_any
+
+
+def explain(computation: Computation) -> tuple[str, str | None] | None:
+    """Why ``computation`` cannot be compiled, as (op, ``file:line``), or None.
+
+    For compilers whose own diagnostics name no op (iree-compile reports the
+    shared constant it could not legalize): torch-mlir's linalg conversion
+    is run on a copy, and the first op it could not convert is named.
+    """
+    from torch_mlir.ir import MLIRError
+
+    if computation.form != "torch":
+        return None
+    try:
+        # Imported and backend-contract forms are both "torch"; the pipeline
+        # takes either to the contract.
+        torch_form = to_torch_backend(computation)
+    except LoweringError as e:
+        op = getattr(e, "op", None)
+        return (op, e.location) if op else None
+    module = torch_form.clone_module()
+    try:
+        _run(module, _BACKEND_PIPELINES["linalg-on-tensors"], "explain")
+    except MLIRError:
+        return leftover_op(module)
+    return None
+
+
+def _failure(computation: Computation, pipeline: str, form: str, e: Exception,
+             partial: Any = None) -> LoweringError:
+    """A LoweringError naming the op and user line, with the repro written to disk.
+
+    ``partial`` is the module as the failed pipeline left it: when the
+    diagnostic blames a constant (or has no location), the op that was left
+    unconverted there is named instead.
+    """
     diags = getattr(e, "error_diagnostics", None) or []
     first = diags[0] if diags else None
     message = first.message if first is not None else str(e)
@@ -127,6 +200,14 @@ def _failure(computation: Computation, pipeline: str, form: str, e: Exception) -
         if m:
             op = m.group(1)
             break
+    if partial is not None and (op is None or location is None):
+        try:
+            culprit = leftover_op(partial)
+        except Exception:  # a diagnosis must never hide the original error
+            culprit = None
+        if culprit is not None:
+            op = culprit[0]
+            location = culprit[1] or location
     # The input is intact: pipelines ran on a clone.
     source = computation.mlir
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
@@ -188,7 +269,7 @@ def lower(computation: Computation, target: str) -> Computation:
         return replace(torch_form, module=module, form=target)
     except MLIRError as e:
         if torch_form.full_route or not _full_route_may_help(torch_form):
-            raise _failure(torch_form, pipeline, target, e) from None
+            raise _failure(torch_form, pipeline, target, e, partial=module) from None
     # The fast torch form was valid but not enough for this target (e.g. it
     # needed shapes only the full route refines): redo it the authoritative way.
     metrics.counter_add("lowering_full_torch_pipeline")

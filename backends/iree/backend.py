@@ -278,7 +278,7 @@ class IreeBackend(MlirBackend):
             # The imported text names the same arguments as the compiled form,
             # and holds every op that could write into one before decomposition.
             return vmfb, written_arguments(text) | written_arguments(computation.mlir), applied
-        first = errors[0]
+        first = _name_culprit(errors[0], computation)
         if len(errors) > 1:
             others = "; ".join(str(e).splitlines()[0] for e in errors[1:])
             raise CompileError(f"{first}\n(other input forms failed too: {others})",
@@ -481,3 +481,24 @@ def make_iree_vulkan() -> IreeBackend:
 
 def make_iree_cuda() -> IreeBackend:
     return IreeBackend("iree-cuda")
+
+
+def _name_culprit(error: CompileError, computation: lowering.Computation) -> CompileError:
+    """``error`` naming the op and user line that failed, when iree-compile's own
+    diagnostic named neither (it blames a shared constant at ``loc(unknown)``):
+    ``lowering.explain`` finds the op that torch-mlir's conversion leaves."""
+    if error.location is not None:
+        return error
+    try:
+        culprit = lowering.explain(computation)
+    except Exception:  # a diagnosis must never hide the original error
+        culprit = None
+    if culprit is None:
+        return error
+    op, location = culprit
+    head, _, rest = str(error).partition("\n")
+    where = f" at {op}" + (f" ({location})" if location else "")
+    named = CompileError(f"{head.replace(' failed', ' failed' + where, 1)}\n{rest}".rstrip(),
+                         repro_path=error.repro_path, location=location)
+    named.__cause__ = error
+    return named

@@ -1,0 +1,205 @@
+"""The ops that kept real models from compiling whole, one regression test each.
+
+Found by training the model zoo (test_model_zoo.py) with default settings:
+dropout's backward, LSTM/GRU's gate split, HF's integer mask indexing, a
+boolean-mask index in a loss, and compile errors that blamed a constant at
+``loc(unknown)``. Each test runs on the compiling backends and compares with
+eager PyTorch on the CPU; a failed compile warns, which fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+from conftest import use_backend
+
+import lazy_core
+from lazy_core import metrics
+
+BACKENDS = ["reference", "iree-cpu"]
+
+
+@pytest.fixture(params=BACKENDS)
+def compiling(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("LAZY_REFERENCE_OPT_LEVEL", "0")
+    use_backend(request.param)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # "could not compile graph ..." fails the test
+        yield request.param
+    lazy_core.mark_step()
+
+
+def _fallbacks() -> dict[str, int]:
+    return {k: v for k, v in metrics.counters().items() if k.startswith("fallback::")}
+
+
+def test_dropout_training_step_compiles_and_matches_eager(compiling: str) -> None:
+    """native_dropout_backward's float scale stayed a torch.constant.float no
+    pipeline legalized: every step with dropout ran on the CPU."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 6)
+    x = torch.randn(5, 8)
+    results = {}
+    for device in ("cpu", "lazy"):
+        torch.manual_seed(3)
+        w = lin.weight.detach().clone().to(device).requires_grad_()
+        y = torch.nn.functional.dropout(x.to(device) @ w.t(), p=0.3, training=True)
+        (y * y).sum().backward()
+        lazy_core.mark_step()
+        if device == "lazy":  # the whole step, forward and backward, ran as one compiled graph
+            assert metrics.counter("execute") == 1, metrics.execution_sites()
+        results[device] = (y.detach().cpu(), w.grad.cpu())
+    torch.testing.assert_close(results["lazy"], results["cpu"])
+    assert _fallbacks() == {}
+
+
+def test_dropout_of_a_transposed_input_draws_eagers_mask(compiling: str) -> None:
+    """Eager draws the mask into ``empty_like(input)`` in memory order; the lazy
+    mask was drawn contiguous, so dropout after nn.LSTM(batch_first=True)
+    (a transposed output) got another mask than eager under the same seed."""
+    x = torch.randn(6, 2, 5)
+    torch.manual_seed(11)
+    want = torch.nn.functional.dropout(x.transpose(0, 1), 0.3)
+    torch.manual_seed(11)
+    got = torch.nn.functional.dropout(x.to("lazy").transpose(0, 1), 0.3)
+    torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("split", ["chunk", "sizes"])
+def test_unsafe_split_is_recorded(compiling: str, split: str) -> None:
+    """LSTM/GRU cells split their gates with unsafe_chunk: it fell back at every timestep."""
+    x = torch.randn(3, 10)
+    def f(t: torch.Tensor) -> list[torch.Tensor]:
+        parts = t.unsafe_chunk(4, 1) if split == "chunk" else torch.unsafe_split_with_sizes(t, [2, 5, 3], 1)
+        return [p * (i + 2) for i, p in enumerate(parts)]
+
+    got = f(x.to("lazy"))
+    lazy_core.mark_step()
+    for a, b in zip(got, f(x), strict=True):
+        torch.testing.assert_close(a.cpu(), b)
+    assert _fallbacks() == {}
+
+
+def test_lstm_step_is_one_graph(compiling: str) -> None:
+    """A 2-layer LSTM over 5 timesteps: one graph per training step, not one per timestep."""
+    torch.manual_seed(0)
+    rnn = torch.nn.LSTM(4, 6, num_layers=2, batch_first=True)
+    x = torch.randn(2, 5, 4)
+    (rnn(x)[0] ** 2).sum().backward()
+    lazy = torch.nn.LSTM(4, 6, num_layers=2, batch_first=True)
+    lazy.load_state_dict(rnn.state_dict())
+    lazy = lazy.to("lazy")
+    metrics.reset()
+    (lazy(x.to("lazy"))[0] ** 2).sum().backward()
+    lazy_core.mark_step()
+    for p_lazy, p in zip(lazy.parameters(), rnn.parameters(), strict=True):
+        torch.testing.assert_close(p_lazy.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5)
+    assert _fallbacks() == {}
+    assert metrics.counter("execute") == 1
+
+
+def test_integer_index_is_recorded_and_masks_run_eagerly(compiling: str) -> None:
+    """index.Tensor with integer indices has a static shape (HF's padding masks
+    index that way on every forward); only a boolean/uint8 mask is data-dependent."""
+    x = torch.randn(4, 5)
+    xl = x.to("lazy")
+    i, j = torch.tensor([[0, 2], [3, -1]]), torch.tensor([1, 4])
+    got = [xl[i.to("lazy"), j.to("lazy")], xl[:, j.to("lazy")], xl[i]]  # the last: a CPU index, as PyTorch allows
+    lazy_core.mark_step()
+    for a, b in zip(got, [x[i, j], x[:, j], x[i]], strict=True):
+        torch.testing.assert_close(a.cpu(), b)
+    assert _fallbacks() == {}
+    torch.testing.assert_close(xl[xl > 0].cpu(), x[x > 0])
+    torch.testing.assert_close(xl[(xl > 0).to(torch.uint8)].cpu(), x[(x > 0).to(torch.uint8)])
+    assert _fallbacks() == {"fallback::aten.index.Tensor": 2}
+
+
+def test_boolean_mask_index_put_compiles(compiling: str) -> None:
+    """``x[mask] = v`` and its accumulate form: torch-mlir read the mask as
+    integer indices (IREE rejected the scatter), now a rank gather + where."""
+    torch.manual_seed(0)
+    x, m2, m1 = torch.randn(3, 4, 5), torch.randn(3, 4) > 0, torch.randn(4) > 0
+    n2, n1 = int(m2.sum()), int(m1.sum())
+    rows = torch.randn(n2, 5)
+
+    def cases(x: torch.Tensor, m2: torch.Tensor, m1: torch.Tensor, dev: str) -> list[torch.Tensor]:
+        a = x.clone()
+        a[m2] = rows.to(dev)
+        b = x.clone()
+        b[m2] = 7.0
+        c = x.clone()
+        c[:, m1] = torch.ones(3, n1, 5, device=dev) * 2
+        d = torch.index_put(x, (m2,), rows.to(dev), accumulate=True)
+        return [a, b, c, d]
+
+    got = cases(x.to("lazy"), m2.to("lazy"), m1.to("lazy"), "lazy")
+    lazy_core.mark_step()
+    for a, b in zip(got, cases(x, m2, m1, "cpu"), strict=True):
+        torch.testing.assert_close(a.cpu(), b)
+    assert _fallbacks() == {}
+
+
+def test_boolean_mask_loss_backward_compiles(compiling: str) -> None:
+    """``out[out > 0].sum()``: the mask selection runs eagerly (data-dependent);
+    its backward compiles, for each new number of selected elements."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(6, 5)
+    lazy = torch.nn.Linear(6, 5)
+    lazy.load_state_dict(lin.state_dict())
+    lazy = lazy.to("lazy")
+    for n in (4, 7):
+        x = torch.randn(n, 6)
+        out = lin(x)
+        out[out > 0].sum().backward()
+        o = lazy(x.to("lazy"))
+        o[o > 0].sum().backward()
+        lazy_core.mark_step()
+        torch.testing.assert_close(lazy.weight.grad.cpu(), lin.weight.grad)
+        torch.testing.assert_close(lazy.bias.grad.cpu(), lin.bias.grad)
+    assert metrics.counter("fallback::compile_error") == 0
+
+
+def _diagonal_add(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    y.diagonal().add_(1)  # diagonal_scatter: imported, lowered by neither pipeline
+    return y.sum(0)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_compile_error_names_the_op_and_line(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The legalization failure names a constant shared between ops (no
+    location); the message names the op left unconverted, its line and the repro.
+    (If diagonal_scatter ever lowers, use another op torch-mlir cannot lower.)"""
+    monkeypatch.setenv("LAZY_STRICT", "1")
+    use_backend(name)
+    x = torch.randn(4, 4)
+    with pytest.raises(lazy_core.CompileError) as info:
+        _diagonal_add(x.to("lazy")).cpu()
+    message = str(info.value)
+    line = _diagonal_add.__code__.co_firstlineno + 2
+    assert "torch.aten.diagonal_scatter" in message, message
+    assert f"{os.path.basename(__file__)}:{line}" in message, message
+    assert info.value.repro_path and os.path.exists(info.value.repro_path), message
+    assert info.value.location.endswith(f":{line}"), info.value.location
+
+
+def test_leftover_op_skips_bystander_constants() -> None:
+    """The diagnosis on MLIR text: the first unconverted op, not its constant."""
+    from torch_mlir import ir
+
+    from lowering.context import mlir_context
+    from lowering.pipelines import leftover_op
+
+    text = """
+    func.func @f(%a: !torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32> {
+      %int1 = torch.constant.int 1 loc(unknown)
+      %0 = torch.operator "aten.no_such_op"(%a, %int1) : (!torch.vtensor<[2],f32>, !torch.int) -> !torch.vtensor<[2],f32> loc("user.py":7:0)
+      return %0 : !torch.vtensor<[2],f32>
+    }
+    """
+    with mlir_context():
+        module = ir.Module.parse(text)
+    assert leftover_op(module) == ("aten.no_such_op", "user.py:7")
