@@ -211,3 +211,8 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
     aten.lift_fresh.default: _lift,
     aten._has_compatible_shallow_copy_type.default: _compatible_shallow_copy,
 }
+
+# Collectives (torch.distributed's c10d ops) are cut points run on the host: lazy_core.distributed.
+from .distributed import HANDLERS as _COLLECTIVES  # noqa: E402
+
+SPECIAL_HANDLERS.update(_COLLECTIVES)
