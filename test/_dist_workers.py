@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -44,7 +45,7 @@ def _graphs() -> list[str]:
 def run(rank: int, fn_name: str, world: int, port: int, out: str, args: dict) -> None:
     """Entry point for spawn: run ``fn_name`` and save its results (or its error)."""
     try:
-        result = globals()[fn_name](rank, world, port, **args)
+        result = globals()[fn_name](rank, world, port, out=out, **args)
     except BaseException as e:  # reported to the parent, which fails the test
         result = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
     torch.save(result, os.path.join(out, f"rank{rank}.pt"))
@@ -65,20 +66,25 @@ def suite(rank: int, world: int, port: int, out: str, backends: list[str]) -> di
     process-group name. The divergence checks come last: they leave the
     ranks' collective numbering apart on purpose.
     """
+    start = time.monotonic()
     lazy_core = _join(rank, world, port, backends[0], "gloo")
     lazy_group = dist.new_group(backend="lazy")
-    res: dict[str, Any] = {}
+    res: dict[str, Any] = {"seconds": {"join": time.monotonic() - start}}
+
+    def timed(key: str, value: Any) -> None:
+        res[key] = value
+        res["seconds"][key] = time.monotonic() - start - sum(res["seconds"].values())
+
     for i, backend in enumerate(backends):
         lazy_core.init(backend)
         lazy_core.metrics.reset()
         group = lazy_group if i % 2 else None
-        res[f"collectives/{backend}"] = dict(collectives(rank, world, group), group="lazy" if group else "gloo")
-    res["ddp"] = train_ddp(rank, out, backends, steps=10, global_batch=16,
-                           variants=["default", "bucket_view", "small_buckets", "no_sync"])
+        timed(f"collectives/{backend}", dict(collectives(rank, world, group), group="lazy" if group else "gloo"))
+    timed("ddp", train_ddp(rank, out, backends, steps=10, global_batch=16))
     os.environ["LAZY_DIST_CHECK"] = "1"
-    res["diverge/different_graph"] = diverge(rank, "different_graph")
+    timed("diverge/different_graph", diverge(rank, "different_graph"))
     os.environ["LAZY_DIST_CHECK_TIMEOUT"] = "3"
-    res["diverge/missing"] = diverge(rank, "missing")
+    timed("diverge/missing", diverge(rank, "missing"))
     return res
 
 
@@ -148,7 +154,15 @@ def _batches(steps: int, global_batch: int) -> list[tuple[torch.Tensor, torch.Te
             for _ in range(steps)]
 
 
-def train_ddp(rank: int, out: str, backends: list[str], steps: int, global_batch: int, variants: list[str]) -> dict:
+#: DDP configurations trained per backend: every one on iree-cpu; on reference (whose JIT
+#: compiles every graph anew in each process) the default and the one with most graphs.
+VARIANTS = {
+    "iree-cpu": ["default", "bucket_view", "small_buckets", "no_sync"],
+    "reference": ["default", "small_buckets"],
+}
+
+
+def train_ddp(rank: int, out: str, backends: list[str], steps: int, global_batch: int) -> dict:
     """``steps`` SGD steps of stock DDP on this rank's share of each global batch, per backend and variant."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -156,12 +170,15 @@ def train_ddp(rank: int, out: str, backends: list[str], steps: int, global_batch
 
     world = dist.get_world_size()
     graphs = _graphs()
-    res: dict[str, Any] = {"graphs": {}}
+    res: dict[str, Any] = {"graphs": {}, "compile_fallbacks": {}}
+    started = time.monotonic()
     share = global_batch // world
     for backend in backends:
         lazy_core.init(backend)
+        variants = VARIANTS[backend]
         for variant in variants:
             del graphs[:]
+            lazy_core.metrics.reset()
             model = _mlp().to("lazy")
             kwargs: dict[str, Any] = {}
             if variant == "bucket_view":
@@ -188,7 +205,11 @@ def train_ddp(rank: int, out: str, backends: list[str], steps: int, global_batch
                 lazy_core.mark_step()
             key = f"{backend}/{variant}"
             res[key] = {k: v.cpu() for k, v in model.state_dict().items()}
+            res.setdefault("seconds", {})[key] = time.monotonic() - started
+            started = time.monotonic()
             res["graphs"][key] = list(graphs)
+            # Graphs that failed to compile ran op by op: DDP's bucket views must lower.
+            res["compile_fallbacks"][key] = lazy_core.metrics.counter("fallback::compile_error")
             if rank == 0 and variant == variants[0]:
                 # A checkpoint saved by rank 0 from lazy parameters loads in one CPU process.
                 torch.save(ddp.module.state_dict(), os.path.join(out, f"ckpt-{backend}.pt"))
@@ -198,8 +219,6 @@ def train_ddp(rank: int, out: str, backends: list[str], steps: int, global_batch
 
 def diverge(rank: int, mode: str) -> dict:
     """Rank 1 runs a different program; with LAZY_DIST_CHECK both ranks must raise, not hang."""
-    import time
-
     from lazy_core.dist_check import RankDivergenceError
 
     t = torch.ones(4).to("lazy") * 2
