@@ -136,6 +136,30 @@ def collectives(rank: int, world: int, group: Any) -> dict:
     dist.reduce_scatter_tensor(rst, torch.arange(2.0 * world).to("lazy") * r, group=group)
     res["reduce_scatter_tensor"] = rst.cpu()
 
+    red = torch.arange(3.0).to("lazy") * r
+    dist.reduce(red, dst=0, group=group)
+    res["reduce"] = red.cpu()  # rank 0: the sum; other ranks: whatever gloo left (compared with gloo on CPU)
+
+    gat = [torch.zeros(2, device="lazy") for _ in range(world)] if rank == 0 else None
+    dist.gather(torch.tensor([r, 2 * r]).to("lazy"), gat, dst=0, group=group)
+    res["gather"] = [g.cpu() for g in gat] if gat else None
+
+    sc = torch.zeros(2, device="lazy")
+    dist.scatter(sc, [torch.full((2,), 10.0 + i).to("lazy") for i in range(world)] if rank == 1 else None,
+                 src=1, group=group)
+    res["scatter"] = sc.cpu()
+
+    a2a = torch.zeros(world, device="lazy")
+    dist.all_to_all_single(a2a, torch.arange(float(world)).to("lazy") + 10 * rank, group=group)
+    res["all_to_all_single"] = a2a.cpu()
+
+    msg = torch.full((2,), 7.0).to("lazy") * r
+    if rank == 0:
+        dist.send(msg, dst=1, group=group)
+    elif rank == 1:
+        dist.recv(msg, src=0, group=group)
+    res["send_recv"] = msg.cpu()
+
     dist.barrier(group=group)
     # Tracing continues from the results: one more op on a collective's output.
     res["after"] = (t * 2 + 1).cpu()
