@@ -37,7 +37,7 @@ from . import metrics, source_location
 from . import tensor as _t
 from .executor import executor
 
-__all__ = ["CollectiveSpec", "HANDLERS", "SPECS", "handle_collective"]
+__all__ = ["CollectiveSpec", "FUNCTIONAL", "HANDLERS", "SPECS", "handle_collective", "handle_functional"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,14 +181,93 @@ def _restore(x: Any, back: dict[int, _t.LazyTensor], outputs: list[_t.LazyTensor
     return x
 
 
+# -- functional collectives (torch.distributed._functional_collectives, DTensor) -------------
+
+#: ``_c10d_functional`` ops: they return new tensors (or write the ``(a!)``
+#: arguments of their in-place and ``out=`` forms) that ``wait_tensor`` completes.
+FUNCTIONAL = (
+    "all_reduce", "all_reduce_", "all_reduce_coalesced", "all_reduce_coalesced_", "all_gather_into_tensor",
+    "all_gather_into_tensor_out", "all_gather_into_tensor_coalesced", "reduce_scatter_tensor",
+    "reduce_scatter_tensor_out", "reduce_scatter_tensor_coalesced", "all_to_all_single", "broadcast",
+    "broadcast_",
+)
+
+
+def _written_args(func: Any, args: tuple, kwargs: dict) -> list[Any]:
+    """The values of the arguments ``func``'s schema marks as written (``Tensor(a!)``)."""
+    out = []
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            out.append(args[i] if i < len(args) else kwargs.get(arg.name))
+    return out
+
+
+def handle_functional(func: Any, args: tuple, kwargs: dict) -> Any:
+    """A ``_c10d_functional`` collective on lazy tensors: the same cut as ``handle_collective``.
+
+    Recorded as ordinary ops they used to return each rank's own input."""
+    name = _op_name(func)
+    lazies: list[_t.LazyTensor] = []
+    _leaves((args, list(kwargs.values())), lazies)
+    lazies = list({id(t): t for t in lazies}.values())
+    written_leaves: list[_t.LazyTensor] = []
+    _leaves(_written_args(func, args, kwargs), written_leaves)
+    written = {id(t) for t in written_leaves}
+    loc = source_location.current(3)
+    with executor().reason(f"collective {name}"):
+        hosts = executor().to_host_many(lazies, f"collective {name}") if lazies else []
+    table = {id(t): (h.detach().clone() if id(t) in written else h.detach()) for t, h in zip(lazies, hosts)}
+    host_args = _substitute(args, table)
+    host_kwargs = {k: _substitute(v, table) for k, v in kwargs.items()}
+    with metrics.timed("collective"):
+        result = func(*host_args, **host_kwargs)
+        _wait_tensors(result)
+    metrics.counter_add(f"collective::{name}")
+    for t in lazies:
+        if id(t) in written:
+            t._lz_assign(_t.upload(table[id(t)], loc))
+    back = {id(table[id(t)]): t for t in lazies}
+    return _lift(result, back, loc)
+
+
+def _wait_tensors(x: Any) -> None:
+    if isinstance(x, torch.Tensor):
+        torch.ops._c10d_functional.wait_tensor.default(x)
+    elif isinstance(x, list | tuple):
+        for v in x:
+            _wait_tensors(v)
+
+
+def _lift(x: Any, back: dict[int, _t.LazyTensor], loc: Any) -> Any:
+    """Results as lazy tensors: the caller's own for written arguments, new device data otherwise."""
+    if isinstance(x, torch.Tensor):
+        lazy = back.get(id(x))
+        return lazy if lazy is not None else _t.wrap_output(_t.upload(x, loc))
+    if isinstance(x, list | tuple):
+        return type(x)(_lift(v, back, loc) for v in x)
+    return x
+
+
+def _wait_tensor(func: Any, args: tuple, kwargs: dict) -> Any:
+    # Collectives on lazy tensors complete before they return.
+    return args[0]
+
+
 def _handlers() -> dict[Any, Any]:
     if not torch.distributed.is_available():
         return {}
-    table = {}
+    table: dict[Any, Any] = {}
     for name in SPECS:
         packet = getattr(torch.ops.c10d, name, None)
         if packet is not None:
             table[packet.default] = handle_collective
+    for name in FUNCTIONAL:
+        packet = getattr(torch.ops._c10d_functional, name, None)
+        if packet is not None:
+            table[packet.default] = handle_functional
+    wait = getattr(torch.ops._c10d_functional, "wait_tensor", None)
+    if wait is not None:
+        table[wait.default] = _wait_tensor
     return table
 
 

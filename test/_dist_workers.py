@@ -160,6 +160,16 @@ def collectives(rank: int, world: int, group: Any) -> dict:
         dist.recv(msg, src=0, group=group)
     res["send_recv"] = msg.cpu()
 
+    # Functional collectives (torch.distributed._functional_collectives, used by DTensor):
+    # they used to return each rank's own input.
+    import torch.distributed._functional_collectives as fc
+
+    g = group if group is not None else dist.group.WORLD
+    res["functional_all_reduce"] = fc.all_reduce(torch.arange(3.0).to("lazy") * r, "sum", g).cpu()
+    res["functional_all_gather"] = fc.all_gather_tensor(torch.full((2,), r).to("lazy"), 0, g).cpu()
+    res["functional_reduce_scatter"] = fc.reduce_scatter_tensor(
+        torch.arange(2.0 * world).to("lazy") * r, "sum", 0, g).cpu()
+
     dist.barrier(group=group)
     # Tracing continues from the results: one more op on a collective's output.
     res["after"] = (t * 2 + 1).cpu()

@@ -120,6 +120,9 @@ def test_every_collective_equals_cpu(backend: str, ranks: tuple[list[dict], str]
         torch.testing.assert_close(res["scatter"], torch.full((2,), 10.0 + rank))
         torch.testing.assert_close(res["all_to_all_single"], torch.tensor([rank + 10.0 * s for s in range(WORLD)]))
         torch.testing.assert_close(res["send_recv"], torch.full((2,), 7.0))
+        torch.testing.assert_close(res["functional_all_reduce"], torch.arange(3.0) * sum(ranks))
+        torch.testing.assert_close(res["functional_all_gather"], torch.cat([torch.full((2,), r) for r in ranks]))
+        torch.testing.assert_close(res["functional_reduce_scatter"], full[rank * 2:(rank + 1) * 2])
         assert res["counters"]["collective::allreduce_"] == 3
 
 
