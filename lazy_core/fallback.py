@@ -308,3 +308,11 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
     aten.lift_fresh.default: _lift,
     aten._has_compatible_shallow_copy_type.default: _compatible_shallow_copy,
 }
+
+# Collectives (torch.distributed's c10d ops) are cut points run on the host: lazy_core.distributed.
+# DDP's bucket views (as_strided chunks) as views every backend lowers: lazy_core.strided.
+from .distributed import HANDLERS as _COLLECTIVES  # noqa: E402
+from .strided import HANDLERS as _STRIDED  # noqa: E402
+
+SPECIAL_HANDLERS.update(_COLLECTIVES)
+SPECIAL_HANDLERS.update(_STRIDED)
