@@ -179,7 +179,7 @@ class ReferenceExecutable:
 
 
 class ReferenceBackend(MlirBackend):
-    """``reference``: the default backend. Correct first; IREE is the fast path."""
+    """``reference``: the correctness oracle. Correct first; IREE is the fast path (and the default)."""
 
     name = "reference"
     lowering_target = "linalg-on-tensors"

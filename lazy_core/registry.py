@@ -4,7 +4,8 @@ Backends are named. Built-in ones and third-party plugins announce
 themselves through the ``lazy_core.backends`` entry-point group (so
 ``pip install my-vendor-backend`` is enough), or register at run time with
 ``register_backend``. ``init(name)`` or ``LAZY_BACKEND`` picks one; the
-default is ``reference``.
+default is ``iree-cpu``, the fastest backend that runs on any machine;
+``reference`` is the correctness oracle the others are checked against.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from .backend import BackendImpl
 
-DEFAULT_BACKEND = "reference"
+DEFAULT_BACKEND = "iree-cpu"
 ENTRY_POINT_GROUP = "lazy_core.backends"
 
 _factories: dict[str, Callable[[], BackendImpl]] = {}
@@ -63,7 +64,7 @@ def create_backend(name: str) -> BackendImpl:
 
 
 def init(backend: str | BackendImpl | None = None) -> BackendImpl:
-    """Activate a backend by name or instance (default: ``LAZY_BACKEND`` or reference).
+    """Activate a backend by name or instance (default: ``LAZY_BACKEND`` or ``DEFAULT_BACKEND``).
 
     Switching backends first syncs pending work on the old one.
     """
