@@ -61,7 +61,7 @@ def test_training_matches_eager_and_compiles_once(backend, opt_name):
     for pl, pe in zip(lazy_model.parameters(), eager_model.parameters()):
         torch.testing.assert_close(pl.detach().cpu(), pe.detach(), rtol=1e-4, atol=1e-5)
     # Warm-up may need a couple of graphs (optimizer state creation); then only hits.
-    compiles = metrics.counter("compile") + metrics.counter("fallback::compile_error")
+    compiles = metrics.counter("cache_miss")  # compiled, loaded from disk, or failed
     assert compiles <= 3, metrics.report()
     assert metrics.counter("cache_hit") >= steps - 3
 
@@ -77,13 +77,13 @@ def test_changing_learning_rate_never_recompiles(backend):
         copy.deepcopy(base), OPTIMIZERS["sgd-momentum-foreach"], data, "lazy", schedule, mark_step=True
     )
     torch.testing.assert_close(torch.tensor(lazy_losses), torch.tensor(eager_losses), rtol=1e-4, atol=1e-5)
-    compiles_warm = metrics.counter("compile") + metrics.counter("fallback::compile_error")
+    compiles_warm = metrics.counter("cache_miss")
     assert compiles_warm <= 3
     # After warm-up: every step is a cache hit although lr changed every step.
-    before = metrics.counter("compile")
+    before = metrics.counter("cache_miss")
     _train(lazy_model, OPTIMIZERS["sgd-momentum-foreach"], data[:4], "lazy", schedule, mark_step=True)
     # A fresh optimizer warms up again (momentum buffers); the steady state after it must not compile.
-    assert metrics.counter("compile") - before <= 2
+    assert metrics.counter("cache_miss") - before <= 2
 
 
 def test_one_graph_per_step(eager_backend):
