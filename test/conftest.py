@@ -20,6 +20,9 @@ if ROOT not in sys.path:
 
 import lazy_core  # noqa: E402
 
+# LAZY_REQUIRE_BACKENDS: CI fails when a backend it requires skipped (test/require_backends.py).
+pytest_plugins = ["require_backends"]
+
 DEFAULT_BACKENDS = ["eager", "reference", "iree-cpu", "iree-vulkan"]
 
 
