@@ -299,8 +299,9 @@ class GraphExecutor:
                     return
                 batch.set(values)
 
-            self._worker.submit(job)
+            # Placeholders before submit: the worker may finish the job first.
             results = batch.placeholders(n_roots)
+            self._worker.submit(job)
         else:
             results = self._worker.run_sync(run)
         # The execution holds its arguments (data_args); release dead inputs'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -79,3 +80,36 @@ def test_a_kept_result_does_not_keep_the_rest_of_its_step_alive():
     gc.collect()
     assert handle() is None, "the dropped result's buffer is still referenced"
     torch.testing.assert_close(keep.cpu(), torch.full((1000,), 2.0))
+
+
+_RACE = textwrap.dedent(
+    """
+    import sys, time, torch
+    sys.path.insert(0, {root!r})
+    import lazy_core
+    from lazy_core import async_exec
+
+    make = async_exec.PendingBatch.placeholders
+    def late(self, n):  # the caller is descheduled between queueing a step and returning
+        time.sleep(0.3)
+        return make(self, n)
+    async_exec.PendingBatch.placeholders = late
+    lazy_core.init("eager")
+    y = torch.ones(3).to("lazy") + 1
+    lazy_core.mark_step()
+    z = y * 2
+    lazy_core.mark_step()  # its input is the first step's result
+    print(z.cpu().tolist())
+    """
+)
+
+
+def test_a_step_the_worker_finishes_before_mark_step_returns_does_not_hang():
+    """Regression: the result placeholders were made after the job was queued; a
+    worker that ran the job first found none to fill, died, and the next step
+    waited for them forever."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", _RACE.format(root=root)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, LAZY_ASYNC="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[4.0, 4.0, 4.0]"
