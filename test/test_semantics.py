@@ -1,4 +1,4 @@
-"""The LazyTensor semantics of DESIGN.md, each against eager PyTorch on the CPU."""
+"""The LazyTensor semantics (docs/architecture.md), each against eager PyTorch on the CPU."""
 
 from __future__ import annotations
 
