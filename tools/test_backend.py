@@ -40,7 +40,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
         prog="lazy-mlir-test-backend",
         description="Run lazy-mlir's backend-generic tests (semantics, training, losses; "
         "each against eager PyTorch on the CPU) on one backend.",
-        epilog="Unknown arguments are passed to pytest, e.g. -x, -k training, -n 4.",
+        epilog="Unknown arguments are passed to pytest, e.g. -x, -v, -k training.",
     )
     parser.add_argument("backend", help="backend name, as lazy_core.available_backends() lists it")
     parser.add_argument("--opinfo", action="store_true", help="also run PyTorch's OpInfo samples (slow)")
