@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-import lowering
 from lazy_core.backend import BackendData, BackendDevice, CompileError
 from lazy_core.graph import LazyGraph
+from lazy_mlir import lowering
 
 from .mlir_backend import MlirBackend, text_digest
 

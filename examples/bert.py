@@ -117,7 +117,7 @@ def step_mlir() -> str | None:
         graph = lazy_core.executor().last_graph()
         if graph is None:
             return None
-        import lowering
+        from lazy_mlir import lowering
 
         text = lowering.lower_graph(graph).mlir
     return text

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from .backend import BackendImpl
@@ -95,3 +95,14 @@ def _make_eager() -> BackendImpl:
 
 
 register_backend("eager", _make_eager)
+
+# lazy-mlir's own backends, by module path as in pyproject.toml's entry points:
+# a source checkout, or an editable install whose metadata predates a rename,
+# finds the same code. Loaded only when created.
+for _name, _target in {
+    "reference": "lazy_mlir.backends.reference:ReferenceBackend",
+    "iree-cpu": "lazy_mlir.backends.iree:make_iree_cpu",
+    "iree-vulkan": "lazy_mlir.backends.iree:make_iree_vulkan",
+    "iree-cuda": "lazy_mlir.backends.iree:make_iree_cuda",
+}.items():
+    register_backend(_name, _lazy_entry_point(EntryPoint(_name, _target, ENTRY_POINT_GROUP)))

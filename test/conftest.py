@@ -15,7 +15,7 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
+if ROOT not in sys.path and os.path.isdir(os.path.join(ROOT, "lazy_core")):  # a source checkout, not the wheel
     sys.path.insert(0, ROOT)
 
 import lazy_core  # noqa: E402

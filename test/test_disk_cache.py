@@ -13,10 +13,10 @@ import torch
 from conftest import ROOT, use_backend
 
 import lazy_core
-from backends.disk_cache import DiskCache, default_dir
-from backends.iree import IreeBackend
-from backends.iree import backend as iree_backend
 from lazy_core import metrics
+from lazy_mlir.backends.disk_cache import DiskCache, default_dir
+from lazy_mlir.backends.iree import IreeBackend
+from lazy_mlir.backends.iree import backend as iree_backend
 
 # -- the store itself --------------------------------------------------------------------------
 

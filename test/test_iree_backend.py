@@ -18,11 +18,11 @@ import torch.nn.functional as F
 from conftest import use_backend
 
 import lazy_core
-from backends.disk_cache import DiskCache
-from backends.iree import IreeBackend, transfer
-from backends.iree import backend as iree_backend
-from backends.iree.config import CPU, make_config, merge_flags, resolve_device
 from lazy_core import metrics
+from lazy_mlir.backends.disk_cache import DiskCache
+from lazy_mlir.backends.iree import IreeBackend, transfer
+from lazy_mlir.backends.iree import backend as iree_backend
+from lazy_mlir.backends.iree.config import CPU, make_config, merge_flags, resolve_device
 
 IREE_BACKENDS = ["iree-cpu", "iree-vulkan"]
 
@@ -154,7 +154,7 @@ def test_inputs_are_never_written(iree: IreeBackend) -> None:
 
 
 def test_written_arguments_follow_views_but_not_reads() -> None:
-    from backends.iree.aliasing import written_arguments
+    from lazy_mlir.backends.iree.aliasing import written_arguments
 
     mlir = """
     func.func @f(%arg0: !torch.vtensor<[4,5],f32>, %arg1: !torch.vtensor<[1],si64>, %arg2: !torch.vtensor<[5],f32>) -> (!torch.vtensor<[20],f32>) {

@@ -103,7 +103,7 @@ def test_vendor_runs_the_project_tests_on_its_backend_with_one_command(plugin_si
         env.pop(var, None)
     env["PYTHONPATH"] = os.pathsep.join([plugin_site, ROOT])
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.test_backend", "toy", "-v", "-x",
+        [sys.executable, "-m", "lazy_mlir.tools.test_backend", "toy", "-v", "-x",
          "-k", "same_step_twice_is_one_compile or training_matches_eager_and_compiles_once"],
         capture_output=True, text=True, env=env, cwd=plugin_site, timeout=600,
     )

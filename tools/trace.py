@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lazy_core
-import lowering
 from lazy_core.graph import LazyGraph
 from lazy_core.registry import DEFAULT_BACKEND
+from lazy_mlir import lowering
 
 
 @dataclass
