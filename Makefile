@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 LIT_ARGS ?= -v
 
-.PHONY: demo check test lit lint bench clean install fuzz
+.PHONY: demo check test lit lint bench wheel clean install fuzz
 
 install: $(STAMP)
 
@@ -44,5 +44,9 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run_all.py
 
+# dist/lazy_mlir-*.whl: installs lazy_core and lazy_mlir (test/test_wheel.py checks it).
+wheel: $(STAMP)
+	$(PY) -m pip wheel --no-deps --no-build-isolation -w dist .
+
 clean:
-	rm -rf $(VENV) build test/lit/Output
+	rm -rf $(VENV) build dist test/lit/Output

@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
-import lowering
 from lazy_core import metrics
 from lazy_core.backend import BackendData, BackendDevice, BackendImpl
 from lazy_core.graph import LazyGraph
+from lazy_mlir import lowering
 
 from .disk_cache import DiskCache
 

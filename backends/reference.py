@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-import lowering
 from lazy_core import config
 from lazy_core.backend import BackendData, BackendDevice, CompileError
 from lazy_core.graph import LazyGraph
+from lazy_mlir import lowering
 
 from .mlir_backend import MlirBackend, text_digest
 
@@ -179,7 +179,7 @@ class ReferenceExecutable:
 
 
 class ReferenceBackend(MlirBackend):
-    """``reference``: the default backend. Correct first; IREE is the fast path."""
+    """``reference``: the correctness oracle. Correct first; IREE is the fast path (and the default)."""
 
     name = "reference"
     lowering_target = "linalg-on-tensors"

@@ -22,12 +22,13 @@ if ROOT not in sys.path:  # run from a checkout without `pip install -e .`
 import torch  # noqa: E402
 
 import lazy_core  # noqa: E402
+from lazy_core.registry import DEFAULT_BACKEND  # noqa: E402
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     """Flags every example understands."""
-    parser.add_argument("--backend", default=os.environ.get("LAZY_BACKEND", "reference"),
-                        help="lazy backend (default: $LAZY_BACKEND or reference); "
+    parser.add_argument("--backend", default=os.environ.get("LAZY_BACKEND", DEFAULT_BACKEND),
+                        help=f"lazy backend (default: $LAZY_BACKEND or {DEFAULT_BACKEND}); "
                         f"installed: {', '.join(lazy_core.available_backends())}")
     parser.add_argument("--dump-mlir", metavar="DIR",
                         help="write every compiled graph (lazy IR and torch-dialect MLIR) to DIR")
@@ -47,8 +48,9 @@ def init_backend(args: argparse.Namespace) -> lazy_core.BackendImpl:
 class StepTimer:
     """Wall time per step, split into steps that compiled and steady-state steps.
 
-    A step that compiled a graph says nothing about the steady state, so the
-    steady-state time is the median over steps whose compile counter did not move.
+    A step that compiled a graph (or loaded one from the disk cache) says
+    nothing about the steady state, so the steady-state time is the median
+    over steps whose ``cache_miss`` counter did not move.
     """
 
     def __init__(self, lazy: bool) -> None:
@@ -59,7 +61,7 @@ class StepTimer:
         self._compiles = 0
 
     def __enter__(self) -> StepTimer:
-        self._compiles = lazy_core.metrics.counter("compile") if self.lazy else 0
+        self._compiles = lazy_core.metrics.counter("cache_miss") if self.lazy else 0
         self._t0 = time.perf_counter()
         return self
 
@@ -67,7 +69,7 @@ class StepTimer:
         if self.lazy:
             lazy_core.wait_device_ops()
         dt = time.perf_counter() - self._t0
-        if self.lazy and lazy_core.metrics.counter("compile") != self._compiles:
+        if self.lazy and lazy_core.metrics.counter("cache_miss") != self._compiles:
             self.compiling.append(dt)
         else:
             self.steady.append(dt)
@@ -79,11 +81,12 @@ class StepTimer:
 
 
 def lazy_summary() -> dict[str, Any]:
-    """Compiles, cache hits and fallbacks from ``lazy_core.metrics``."""
+    """Compiles, disk-cache loads, cache hits and fallbacks from ``lazy_core.metrics``."""
     counters = lazy_core.metrics.counters()
     fallbacks = {k: v for k, v in counters.items() if k.startswith("fallback::")}
     return {
         "compiles": counters.get("compile", 0),
+        "loaded": counters.get("persistent_cache_hit", 0),
         "cache_hits": counters.get("cache_hit", 0),
         "cache_misses": counters.get("cache_miss", 0),
         "fallbacks": sum(fallbacks.values()),
@@ -103,8 +106,9 @@ def compile_failure_note(summary: dict[str, Any]) -> str | None:
 
 
 def print_runtime(summary: dict[str, Any], detail: str = "") -> None:
-    """The closing 'lazy runtime' line (compiles, hits, fallbacks) and any compile-failure note."""
+    """The closing 'lazy runtime' line (compiles, loads, hits, fallbacks) and any compile-failure note."""
     print(f"lazy runtime:       {summary['compiles']} compiles ({summary['compile_s']:.1f} s{detail}), "
+          f"{summary['loaded']} loaded from the disk cache, "
           f"{summary['cache_hits']} cache hits, {summary['fallbacks']} fallbacks"
           + (f" {summary['fallback_ops']}" if summary["fallbacks"] else ""))
     note = compile_failure_note(summary)

@@ -17,10 +17,10 @@ first one or two steps differ (AdamW creates its state) and compile, the
 rest hit the cache. Both runs see the same batches; losses and final weights
 are compared with eager PyTorch on the CPU.
 
-On the default ``reference`` backend LLVM compiles the step's naive loops at
+On the ``reference`` backend (``--backend reference``) LLVM compiles the step's naive loops at
 -O2, which takes a minute or more per graph for this model;
-``LAZY_REFERENCE_OPT_LEVEL=0`` compiles several times faster, and
-``--backend iree-cpu`` is the fast path.
+``LAZY_REFERENCE_OPT_LEVEL=0`` compiles several times faster; the default
+``iree-cpu`` is the fast path.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def step_mlir() -> str | None:
         graph = lazy_core.executor().last_graph()
         if graph is None:
             return None
-        import lowering
+        from lazy_mlir import lowering
 
         text = lowering.lower_graph(graph).mlir
     return text

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from _common import max_param_diff
 
 import lazy_core
-from backends.mlir_backend import MlirBackend
 from lazy_core import BackendData, BackendDevice
+from lazy_mlir.backends.mlir_backend import MlirBackend
 
 
 class LinalgIreeBackend(MlirBackend):

@@ -1,7 +1,7 @@
 """Train a small CNN on handwritten digits on the ``lazy`` device (what ``make demo`` runs).
 
-    python examples/mnist.py                         # reference backend, scikit-learn digits
-    python examples/mnist.py --backend iree-cpu      # or LAZY_BACKEND=iree-cpu
+    python examples/mnist.py                         # iree-cpu (the default), scikit-learn digits
+    python examples/mnist.py --backend reference     # the correctness oracle; or LAZY_BACKEND=reference
     python examples/mnist.py --data-dir ~/data/mnist --epochs 1   # real MNIST IDX files
     python examples/mnist.py --steps 5 --dump-mlir /tmp/mnist-mlir
 
@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_eager:
         print(f"test accuracy:      lazy {lazy_acc:.2%}   eager {results['eager_accuracy']:.2%}")
         print(f"steady-state step:  lazy {fmt_ms(lazy_timer.steady_ms())}   "
-              f"eager {fmt_ms(results['eager_ms_per_step'])}")
+              f"eager {fmt_ms(results['eager_ms_per_step'])}   (medians of this run's steps that "
+              f"compiled nothing, each lazy step waited for; torch threads {torch.get_num_threads()})")
         print(f"vs eager:           max |loss diff| {early_diff:.2e} in the first {EARLY_STEPS} steps, "
               f"{loss_diff:.2e} in all {len(diffs)}; max |weight diff| at the end {weight_diff:.2e}   "
               f"({'match' if ok else 'MISMATCH'})")

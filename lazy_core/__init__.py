@@ -3,7 +3,7 @@
 The public API::
 
     import lazy_core
-    lazy_core.init("iree-cpu")          # or LAZY_BACKEND=..., default "reference"
+    lazy_core.init("iree-cpu")          # or LAZY_BACKEND=..., default "iree-cpu"
     x = torch.randn(4, 4).to("lazy")
     y = (x @ x).relu()
     lazy_core.mark_step()               # one compiled graph for all pending work

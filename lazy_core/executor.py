@@ -441,7 +441,7 @@ class GraphExecutor:
                 hit = backend.load_executable(graph, **extra)
             if hit is not None:
                 executable, computation = hit
-                metrics.counter_add("compile")
+                metrics.counter_add("persistent_cache_hit")  # loaded, not compiled
                 return _CacheEntry(executable, computation, False, graph.name)
             with metrics.timed("lower"):
                 computation = backend.lower(graph)

@@ -2,8 +2,16 @@
 
 Lazy tensors hide work: a line of Python may compile a graph, or fall back to
 eager, or copy a weight to the host. Users only find out why a loop is slow
-by counting those events, so every layer reports here (the names follow
-PyTorch/XLA and LTC: ``compile``, ``cache_hit``, ``fallback::<op>`` ...).
+by counting those events, so every layer reports here. ``COUNTERS`` says what
+each core counter counts; the report shows the PyTorch/XLA name next to ours
+where one exists.
+
+Getting an executable for a graph is one of four events, counted apart so a
+warm second process does not read as compiling: ``cache_hit`` (this
+process's in-memory cache), ``persistent_cache_hit`` (loaded from the disk
+cache, nothing lowered or compiled), ``compile`` (lowered and compiled) or
+``fallback::compile_error`` (it failed; the graph is interpreted on the CPU).
+``cache_miss`` is the sum of the last three.
 """
 
 from __future__ import annotations
@@ -115,12 +123,35 @@ def reset() -> None:
     _execution_sites.clear()
 
 
+#: What each core counter counts (backends add their own, prefixed ``iree_``,
+#: ``graph_cache_``, ``disk_cache_`` ...; docs/debugging.md lists them too).
+COUNTERS: dict[str, str] = {
+    "mark_step": "mark_step() calls",
+    "trace_op": "ATen ops recorded into lazy graphs",
+    "execute": "graphs run (compiled, loaded or interpreted after a compile error)",
+    "execute_reason::<cause>": "graphs run, by what forced them (mark_step, item(), fallback ...)",
+    "graph_nodes": "nodes over every graph run",
+    "cache_hit": "executables found in this process's in-memory cache",
+    "cache_miss": "executables not in memory: persistent_cache_hit + compile + fallback::compile_error",
+    "persistent_cache_hit": "executables loaded from the disk cache (nothing lowered or compiled)",
+    "compile": "graphs lowered and compiled (the backend may still reuse its own artifact cache)",
+    "fallback::compile_error": "graphs that failed to lower or compile, interpreted on the CPU",
+    "fallback::<op>": "ops run eagerly on the CPU (data-dependent shapes, unsupported)",
+    "random::<op>": "random ops filled on the CPU generator (bit-identical to eager CPU)",
+    "recompile": "cache misses at a barrier site that had compiled another graph before",
+    "graph_limit_cut": "pending graphs cut by the size safety net (LAZY_MAX_PENDING_NODES)",
+    "transfer_to_device_bytes": "bytes copied host -> device",
+    "transfer_to_host_bytes": "bytes copied device -> host",
+}
+
 # -- the report ------------------------------------------------------------------------
 # Names PyTorch/XLA and LTC users already read in their metrics reports, next to ours.
+# XLA's CachedCompile also counts persistent-cache loads; ours are persistent_cache_hit.
 _XLA_NAMES = {
     "mark_step": "MarkStep",
     "cache_hit": "CachedCompile",
     "compile": "UncachedCompile",
+    "persistent_cache_hit": "PersistentCacheHit",
 }
 _TIMER_XLA_NAMES = {"compile": "CompileTime", "execute": "ExecuteTime", "lower": "LoweringTime"}
 

@@ -4,19 +4,20 @@ Backends are named. Built-in ones and third-party plugins announce
 themselves through the ``lazy_core.backends`` entry-point group (so
 ``pip install my-vendor-backend`` is enough), or register at run time with
 ``register_backend``. ``init(name)`` or ``LAZY_BACKEND`` picks one; the
-default is ``reference``.
+default is ``iree-cpu``, the fastest backend that runs on any machine;
+``reference`` is the correctness oracle the others are checked against.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from . import config
 from .backend import BackendImpl
 
-DEFAULT_BACKEND = "reference"
+DEFAULT_BACKEND = "iree-cpu"
 ENTRY_POINT_GROUP = "lazy_core.backends"
 
 _factories: dict[str, Callable[[], BackendImpl]] = {}
@@ -63,7 +64,7 @@ def create_backend(name: str) -> BackendImpl:
 
 
 def init(backend: str | BackendImpl | None = None) -> BackendImpl:
-    """Activate a backend by name or instance (default: ``LAZY_BACKEND`` or reference).
+    """Activate a backend by name or instance (default: ``LAZY_BACKEND`` or ``DEFAULT_BACKEND``).
 
     Switching backends first syncs pending work on the old one.
     """
@@ -110,3 +111,14 @@ def _make_eager() -> BackendImpl:
 
 
 register_backend("eager", _make_eager)
+
+# lazy-mlir's own backends, by module path as in pyproject.toml's entry points:
+# a source checkout, or an editable install whose metadata predates a rename,
+# finds the same code. Loaded only when created.
+for _name, _target in {
+    "reference": "lazy_mlir.backends.reference:ReferenceBackend",
+    "iree-cpu": "lazy_mlir.backends.iree:make_iree_cpu",
+    "iree-vulkan": "lazy_mlir.backends.iree:make_iree_vulkan",
+    "iree-cuda": "lazy_mlir.backends.iree:make_iree_cuda",
+}.items():
+    register_backend(_name, _lazy_entry_point(EntryPoint(_name, _target, ENTRY_POINT_GROUP)))

@@ -25,7 +25,7 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
+if ROOT not in sys.path and os.path.isdir(os.path.join(ROOT, "lazy_core")):  # a source checkout, not the wheel
     sys.path.insert(0, ROOT)
 
 import lazy_core  # noqa: E402
@@ -35,6 +35,9 @@ sys.path.insert(0, os.path.join(ROOT, "test", "fixtures"))
 from broken_backend import BrokenBackend  # noqa: E402
 
 lazy_core.register_backend("broken", BrokenBackend)
+
+# LAZY_REQUIRE_BACKENDS: CI fails when a backend it requires skipped (test/require_backends.py).
+pytest_plugins = ["require_backends"]
 
 DEFAULT_BACKENDS = ["eager", "reference", "iree-cpu", "iree-vulkan"]
 

@@ -229,7 +229,7 @@ def fallback_reason(op_str: str) -> str:
     return "untraceable"
 
 
-#: Fallbacks that are the tracer's design, not a gap (DESIGN.md semantics 6).
+#: Fallbacks that are the tracer's design, not a gap (docs/architecture.md, "Fallback").
 BY_DESIGN = frozenset({"data-dependent", "random"})
 
 

@@ -15,10 +15,10 @@ import torch
 from conftest import ROOT, use_backend
 
 import lazy_core
-from backends.disk_cache import DiskCache, default_dir
-from backends.iree import IreeBackend
-from backends.iree import backend as iree_backend
 from lazy_core import metrics
+from lazy_mlir.backends.disk_cache import DiskCache, default_dir
+from lazy_mlir.backends.iree import IreeBackend
+from lazy_mlir.backends.iree import backend as iree_backend
 
 # -- the store itself --------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ _SCRIPT = textwrap.dedent(
                lowerings=metrics.timers().get("lower", {{}}).get("count", 0),
                **{{k: metrics.counter(k) for k in
                   ("iree_compile", "disk_cache_hit", "disk_cache_miss", "graph_cache_hit", "graph_cache_miss",
-                   "cache_miss", "fallback::compile_error")}})
+                   "cache_miss", "fallback::compile_error", "compile", "persistent_cache_hit")}})
     print("RESULT" + json.dumps(out))
     """
 )
@@ -203,6 +203,9 @@ def test_second_process_lowers_and_compiles_nothing(tmp_path, backend_name: str)
     assert second["graph_cache_hit"] == second["cache_miss"] == first["cache_miss"]
     assert second["graph_cache_miss"] == 0 and second["iree_compile"] == 0 and second["disk_cache_miss"] == 0
     assert first["fallback::compile_error"] == second["fallback::compile_error"] == 0
+    # Loads are not compiles (XLA's UncachedCompile vs PersistentCacheHit).
+    assert first["compile"] == first["cache_miss"] and first["persistent_cache_hit"] == 0
+    assert second["compile"] == 0 and second["persistent_cache_hit"] == first["compile"]
     for r in results:
         torch.testing.assert_close(r["losses"], r["ref_losses"], rtol=1e-5, atol=1e-6)
         assert r["max_param_diff"] < 1e-5

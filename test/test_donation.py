@@ -102,8 +102,8 @@ def test_iree_results_own_their_buffers():
     hand out a buffer of their own."""
     backend = use_backend("iree-cpu")
     assert backend.supports_donation
-    from backends.iree.backend import _buffer_id
     from lazy_core.async_exec import resolve
+    from lazy_mlir.backends.iree.backend import _buffer_id
 
     a = _materialized(torch.randn(64).to("lazy"))
     b, c, d = a.clone(), a * 1.0, a.to(torch.float32, copy=True)

@@ -60,8 +60,9 @@ def test_mnist_trains_like_eager_and_dumps_located_mlir(tmp_path: os.PathLike) -
     # Same predictions as eager up to float noise on a borderline image or two.
     assert abs(r["lazy_accuracy"] - r["eager_accuracy"]) <= 0.01, r
     # First step, momentum-carrying steady step, evaluation: three graphs, then cache hits
-    # (the learning rate changes every step and must not recompile).
-    assert r["compiles"] == 3, r
+    # (the learning rate changes every step and must not recompile). Each graph is
+    # compiled, or loaded from the disk cache where an earlier run compiled it.
+    assert r["compiles"] + r["loaded"] == r["cache_misses"] == 3, r
     assert r["cache_hits"] >= 5, r
     assert r["fallbacks"] == 0, r
     assert "test accuracy:" in proc.stdout and "eager" in proc.stdout
@@ -87,7 +88,7 @@ def test_transformer_step_matches_eager(model: str, backend: str, tmp_path: os.P
     assert proc.returncode == 0, _explain(proc)
     assert r["match"] and r["max_loss_diff"] <= 1e-3, r
     # AdamW's first step creates its state: two graphs, then the cache.
-    assert r["compiles"] == 2 and r["cache_hits"] == 1, r
+    assert r["compiles"] + r["loaded"] == r["cache_misses"] == 2 and r["cache_hits"] == 1, r
     assert r["fallbacks"] == 0, r
     assert "func.func @lazy_graph_" in proc.stdout  # the step's MLIR summary
 

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from conftest import backend_unavailable_reason, use_backend
 
 import lazy_core
-from backends.disk_cache import DiskCache
-from backends.iree import IreeBackend
+from lazy_mlir.backends.disk_cache import DiskCache
+from lazy_mlir.backends.iree import IreeBackend
 
 
 def _small_graph() -> object:

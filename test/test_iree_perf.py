@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from conftest import use_backend
 
 import lazy_core
-from backends.iree import IreeBackend
-from backends.iree.backend import clear_memory_caches
-from backends.iree.config import CPU, make_config
+from lazy_mlir.backends.iree import IreeBackend
+from lazy_mlir.backends.iree.backend import clear_memory_caches
+from lazy_mlir.backends.iree.config import CPU, make_config
 
 CONVS = {
     "conv1d": (lambda: torch.nn.Conv1d(3, 5, 3, padding=1), (4, 3, 17)),
@@ -130,7 +130,7 @@ def _sgd_eager(p: torch.Tensor, m: torch.Tensor, g: torch.Tensor) -> tuple[torch
 
 
 def test_donated_results_overwrite_their_arguments_in_place(tmp_path) -> None:
-    from backends.disk_cache import DiskCache
+    from lazy_mlir.backends.disk_cache import DiskCache
 
     use_backend("iree-cpu")  # traces on iree-cpu; the backend below compiles into tmp_path
     backend = IreeBackend("iree-cpu", disk_cache=DiskCache("iree", str(tmp_path)))
@@ -184,7 +184,7 @@ def test_shared_scalar_buffers_are_never_donated() -> None:
 
 
 def test_donation_skips_pairs_iree_cannot_alias() -> None:
-    from backends.iree.donation import donate_arguments, normalize
+    from lazy_mlir.backends.iree.donation import donate_arguments, normalize
 
     mlir = """
 module {

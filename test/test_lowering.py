@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import lazy_core
-import lowering
 from lazy_core import metrics
 from lazy_core.graph import LazyGraph, build_graph
-from lowering.pipelines import to_torch_backend
+from lazy_mlir import lowering
+from lazy_mlir.lowering.pipelines import to_torch_backend
 
 THIS_FILE = os.path.abspath(__file__)
 

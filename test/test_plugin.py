@@ -93,3 +93,20 @@ def test_without_the_plugin_toy_is_unknown() -> None:
     assert "error" in result
     assert "unknown lazy backend 'toy'" in result["error"]
     assert "lazy_core.backends" in result["error"]
+
+
+def test_vendor_runs_the_project_tests_on_its_backend_with_one_command(plugin_site: str) -> None:
+    """docs/writing-a-backend.md's one command: lazy-mlir-test-backend NAME runs the
+    backend-generic tests with the ``backend`` fixture on the installed plugin only."""
+    env = dict(os.environ)
+    for var in ("LAZY_BACKEND", "LAZY_TEST_BACKENDS", "LAZY_REQUIRE_BACKENDS"):
+        env.pop(var, None)
+    env["PYTHONPATH"] = os.pathsep.join([plugin_site, ROOT])
+    proc = subprocess.run(
+        [sys.executable, "-m", "lazy_mlir.tools.test_backend", "toy", "-v", "-x",
+         "-k", "same_step_twice_is_one_compile or training_matches_eager_and_compiles_once"],
+        capture_output=True, text=True, env=env, cwd=plugin_site, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    ran = [ln for ln in proc.stdout.splitlines() if "PASSED" in ln]
+    assert len(ran) >= 4 and all("[toy" in ln for ln in ran), proc.stdout[-4000:]

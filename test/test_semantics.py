@@ -1,4 +1,4 @@
-"""The LazyTensor semantics of DESIGN.md, each against eager PyTorch on the CPU."""
+"""The LazyTensor semantics (docs/architecture.md), each against eager PyTorch on the CPU."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def test_same_step_twice_is_one_compile(backend):
     for _ in range(3):
         w = (w @ w).tanh()
         lazy_core.mark_step()
-    assert metrics.counter("compile") == 1
+    assert metrics.counter("cache_miss") == 1  # compiled, or loaded from the disk cache
     assert metrics.counter("cache_hit") == 2
 
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import lazy_core
-from tools import op_support, trace
+from lazy_mlir.tools import op_support, trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "test", "lit", "Inputs", "tiny_train.py")
@@ -82,7 +82,7 @@ def test_trace_rejects_unknown_target():
 def test_trace_console_script_on_reference_backend(tmp_path):
     """The installed entry point, in a fresh process, on a compiling backend."""
     exe = os.path.join(os.path.dirname(sys.executable), "lazy-mlir-trace")
-    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "tools.trace"]
+    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "lazy_mlir.tools.trace"]
     out = tmp_path / "trace"
     env = dict(os.environ, PYTHONPATH=ROOT)
     result = subprocess.run(

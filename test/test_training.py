@@ -61,8 +61,10 @@ def test_training_matches_eager_and_compiles_once(backend, opt_name):
     for pl, pe in zip(lazy_model.parameters(), eager_model.parameters()):
         torch.testing.assert_close(pl.detach().cpu(), pe.detach(), rtol=1e-4, atol=1e-5)
     # Warm-up may need a couple of graphs (optimizer state creation); then only hits.
-    # A graph that failed to compile is not a compile: LAZY_STRICT=1 (conftest) raises on it.
-    assert 1 <= metrics.counter("compile") <= 3, metrics.report()
+    # A graph that failed to compile fails the test (LAZY_STRICT=1, conftest); cache_miss counts
+    # graphs compiled or loaded from the disk cache.
+    assert 1 <= metrics.counter("cache_miss") <= 3, metrics.report()
+    assert metrics.counter("fallback::compile_error") == 0
     assert metrics.counter("cache_hit") >= steps - 3
 
 
@@ -77,12 +79,12 @@ def test_changing_learning_rate_never_recompiles(backend):
         copy.deepcopy(base), OPTIMIZERS["sgd-momentum-foreach"], data, "lazy", schedule, mark_step=True
     )
     torch.testing.assert_close(torch.tensor(lazy_losses), torch.tensor(eager_losses), rtol=1e-4, atol=1e-5)
-    assert 1 <= metrics.counter("compile") <= 3, metrics.report()
+    assert 1 <= metrics.counter("cache_miss") <= 3, metrics.report()
     # After warm-up: every step is a cache hit although lr changed every step.
-    before = metrics.counter("compile")
+    before = metrics.counter("cache_miss")
     _train(lazy_model, OPTIMIZERS["sgd-momentum-foreach"], data[:4], "lazy", schedule, mark_step=True)
     # A fresh optimizer warms up again (momentum buffers); the steady state after it must not compile.
-    assert metrics.counter("compile") - before <= 2
+    assert metrics.counter("cache_miss") - before <= 2
 
 
 def test_one_graph_per_step(eager_backend):

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import lazy_core
-import lowering
 from lazy_core.graph import LazyGraph, build_graph
+from lazy_mlir import lowering
 
 
 def module_text(computation: lowering.Computation, locations: bool = True) -> str:

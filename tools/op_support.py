@@ -93,8 +93,8 @@ def _short(message: str, limit: int = 90) -> str:
 def check_opinfo(op: Any, targets: Iterable[str]) -> OpRow:
     """Trace ``op``'s first sample and try every lowering stage on the graph."""
     import lazy_core
-    import lowering
     from lazy_core.graph import build_graph
+    from lazy_mlir import lowering
 
     name = f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
     row = OpRow(name)
@@ -175,7 +175,7 @@ def _selected(op: Any, selectors: list[str]) -> bool:
 
 def static_rows(pattern: str | None) -> list[OpRow]:
     """Every registered ``aten`` overload with its torch-dialect status."""
-    import lowering
+    from lazy_mlir import lowering
 
     rows = []
     for packet_name in sorted(dir(torch.ops.aten)):
@@ -243,7 +243,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ns = parser.parse_args(argv)
     ns.ops = [s for s in ns.ops.split(",") if s]
     ns.targets = [t for t in ns.targets.split(",") if t]
-    import lowering
+    from lazy_mlir import lowering
 
     for t in ns.targets:
         if t not in lowering.TARGETS or t == "raw":

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lazy_core
-import lowering
 from lazy_core.graph import LazyGraph
+from lazy_core.registry import DEFAULT_BACKEND
+from lazy_mlir import lowering
 
 
 @dataclass
@@ -126,7 +127,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Run a Python script on the lazy device and write the MLIR of every "
         "computation it executes, plus a metrics report.",
     )
-    parser.add_argument("--backend", help="backend to activate (default: LAZY_BACKEND or reference)")
+    parser.add_argument("--backend", help=f"backend to activate (default: LAZY_BACKEND or {DEFAULT_BACKEND})")
     parser.add_argument("--out", default="lazy-mlir-trace", help="output folder (default: %(default)s)")
     parser.add_argument(
         "--lowered", default="",

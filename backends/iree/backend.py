@@ -48,9 +48,9 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-import lowering
 from lazy_core import metrics
 from lazy_core.backend import BackendData, BackendDevice, CompileError
+from lazy_mlir import lowering
 
 from ..disk_cache import DiskCache
 from ..mlir_backend import MlirBackend

@@ -4,7 +4,7 @@
 # parameters; weights and both moment buffers of both tensors are results.
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 torch.manual_seed(0)

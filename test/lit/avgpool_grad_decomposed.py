@@ -4,7 +4,7 @@
 # transposed convolution of a ones kernel, crop the padding).
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(2, 3, 8, 8).to("lazy").requires_grad_()

@@ -4,9 +4,9 @@
 # from bf16 inside, so the computation itself still runs in bf16.
 import torch
 import lazy_core
-import lowering
+from lazy_mlir import lowering
 from lazy_core.graph import build_graph
-from tools.lit_helpers import print_computation
+from lazy_mlir.tools.lit_helpers import print_computation
 
 lazy_core.init("eager")
 x = torch.randn(2, 3, dtype=torch.bfloat16).to("lazy")

@@ -4,7 +4,7 @@
 # an explicit expand is an op of its own.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(3, 1).to("lazy")

@@ -3,7 +3,7 @@
 # vtensors.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 z = torch.randn(3, 4).to("lazy")

@@ -4,7 +4,7 @@
 # and si64 indices); flatten is a view of the values.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 torch.manual_seed(0)

@@ -4,7 +4,7 @@
 # _to_copy to dtype 6 (float32).
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 h = torch.randn(2, 3, dtype=torch.float16).to("lazy")

@@ -4,7 +4,7 @@
 # division by a scalar is true division (f32 result).
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 i = torch.arange(6).reshape(2, 3).to("lazy")

@@ -4,7 +4,7 @@
 # continues from its result, which is an argument of the next graph.
 import torch
 import lazy_core
-from tools.lit_helpers import capture_step, print_computation, lower_graph
+from lazy_mlir.tools.lit_helpers import capture_step, print_computation, lower_graph
 
 lazy_core.init("eager")
 ran = []

@@ -3,7 +3,7 @@
 # (native_layer_norm with its mean and rstd results), GELU and a softmax.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 torch.manual_seed(0)

@@ -3,7 +3,7 @@
 # add/mul whose result is the new value of x's storage, the graph's only result.
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 x = torch.randn(3, 4).to("lazy")

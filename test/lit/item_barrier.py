@@ -4,7 +4,7 @@
 # The Python float read back is then an ordinary scalar parameter.
 import torch
 import lazy_core
-from tools.lit_helpers import lower_graph, print_computation
+from lazy_mlir.tools.lit_helpers import lower_graph, print_computation
 
 lazy_core.init("eager")
 graphs = []

@@ -5,7 +5,7 @@
 # a user's own helper function keeps its own line.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(4, 4).to("lazy")

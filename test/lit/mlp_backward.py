@@ -4,7 +4,7 @@
 # transposed operands, bias gradients are sums over the batch.
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 torch.manual_seed(0)

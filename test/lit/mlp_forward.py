@@ -3,7 +3,7 @@
 # Linear is a transpose and an addmm.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 torch.manual_seed(0)

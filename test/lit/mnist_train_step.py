@@ -4,8 +4,8 @@
 # optimizer), and which lowers to linalg-on-tensors.
 import torch
 import lazy_core
-import lowering
-from tools.lit_helpers import capture_step, print_computation
+from lazy_mlir import lowering
+from lazy_mlir.tools.lit_helpers import capture_step, print_computation
 
 lazy_core.init("eager")
 torch.manual_seed(0)

@@ -4,7 +4,7 @@
 # b's graph reads the argument a, not the updated value.
 import torch
 import lazy_core
-from tools.lit_helpers import print_computation, lower_graph
+from lazy_mlir.tools.lit_helpers import print_computation, lower_graph
 
 lazy_core.init("eager")
 graphs = []

@@ -3,7 +3,7 @@
 # x.permute(1, 2, 0).add_(42) gives permute, add and the inverse permute.
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 x = torch.randn(2, 3, 4).to("lazy")

@@ -6,7 +6,7 @@ import os
 
 import torch
 import lazy_core
-import lowering
+from lazy_mlir import lowering
 from lazy_core.graph import build_graph
 
 lazy_core.init("eager")

@@ -4,7 +4,7 @@
 # argument with tensor.extract, and the locations survive lowering.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(2, 3).to("lazy")

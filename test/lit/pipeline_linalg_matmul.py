@@ -3,7 +3,7 @@
 # a row sum is a linalg.generic with a reduction iterator.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(4, 8).to("lazy")

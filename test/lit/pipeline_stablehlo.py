@@ -3,7 +3,7 @@
 # stablehlo.reduce, broadcasting explicit broadcast_in_dim.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(4, 8).to("lazy")

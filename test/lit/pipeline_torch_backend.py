@@ -4,7 +4,7 @@
 # max/sub/exp/sum/div), constants are hoisted and deduplicated.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(4, 8).to("lazy")

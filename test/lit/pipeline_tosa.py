@@ -3,7 +3,7 @@
 # sums reduce_sum, softmax exp/reduce_sum/reciprocal/mul.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(4, 8).to("lazy")

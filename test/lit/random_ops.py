@@ -4,7 +4,7 @@
 # random op appears in the MLIR.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(3, 4).to("lazy")

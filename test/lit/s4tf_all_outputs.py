@@ -3,7 +3,7 @@
 # z are all live, so all four are results (in creation order); x + x is not.
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 a, b, c = (torch.full((2, 3), float(i)).to("lazy") for i in (1, 2, 3))

@@ -3,7 +3,7 @@
 # result of the step graph; w, x, y are intermediates no Python object holds.
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 a, b, c = (torch.full((2, 3), float(i)).to("lazy") for i in (1, 2, 3))

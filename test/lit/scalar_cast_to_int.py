@@ -5,7 +5,7 @@
 # scalar f64 -> i64 cast the op would otherwise need.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 labels = torch.randint(0, 10, (2, 5)).to("lazy")

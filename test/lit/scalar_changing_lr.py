@@ -3,7 +3,7 @@
 # scalar is an argument, so the name (the graph hash) does not change.
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 w = torch.randn(4).to("lazy")

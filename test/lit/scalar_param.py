@@ -6,7 +6,7 @@
 # with torch.aten.select + torch.aten.item.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(2, 3).to("lazy")

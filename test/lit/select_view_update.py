@@ -4,7 +4,7 @@
 # with slice_scatter.
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 x = torch.randn(3, 4).to("lazy")

@@ -3,7 +3,7 @@
 # (argument + item), the momentum buffer and the weight are both results.
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 torch.manual_seed(0)

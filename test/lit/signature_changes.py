@@ -3,7 +3,7 @@
 # another op, is a different function; the same program again is not.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 

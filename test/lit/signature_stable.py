@@ -5,7 +5,7 @@
 # With momentum, the first step differs (it creates the momentum buffers).
 import torch
 import lazy_core
-from tools.lit_helpers import emit_step
+from lazy_mlir.tools.lit_helpers import emit_step
 
 lazy_core.init("eager")
 torch.manual_seed(0)

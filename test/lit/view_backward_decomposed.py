@@ -4,7 +4,7 @@
 # the location of the line whose view made them.
 import torch
 import lazy_core
-from tools.lit_helpers import emit
+from lazy_mlir.tools.lit_helpers import emit
 
 lazy_core.init("eager")
 x = torch.randn(4, 6).to("lazy").requires_grad_()
