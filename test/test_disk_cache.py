@@ -218,7 +218,7 @@ def test_second_process_lowers_and_compiles_nothing(tmp_path, backend_name: str)
 def test_key_holds_the_cpu_that_host_resolves_to(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """``--iree-llvmcpu-target-cpu=host`` is keyed as IREE's resolved CPU name and features, so a
     cache shared with a machine whose CPU differs never hands it this machine's code (SIGILL)."""
-    from backends.iree import host_target
+    from lazy_mlir.backends.iree import host_target
 
     cache = DiskCache("iree", directory=str(tmp_path), enabled=True)
     here = IreeBackend("iree-cpu", disk_cache=cache)
@@ -246,7 +246,7 @@ def test_key_holds_the_cpu_that_host_resolves_to(monkeypatch: pytest.MonkeyPatch
 
 def test_host_resolution_is_remembered_on_disk(tmp_path) -> None:
     """A second process reads the resolved CPU from the cache folder instead of asking the compiler."""
-    from backends.iree import host_target
+    from lazy_mlir.backends.iree import host_target
 
     cache = DiskCache("iree", directory=str(tmp_path), enabled=True)
     flags = ("--iree-llvmcpu-target-cpu=host",)
@@ -280,7 +280,7 @@ def test_size_bound_evicts_least_recently_used(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_max_bytes_variable_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    from backends.disk_cache import DEFAULT_MAX_BYTES, max_bytes
+    from lazy_mlir.backends.disk_cache import DEFAULT_MAX_BYTES, max_bytes
 
     monkeypatch.delenv("LAZY_CACHE_MAX_BYTES", raising=False)
     assert max_bytes() == DEFAULT_MAX_BYTES == 2 << 30
@@ -310,7 +310,7 @@ def test_stale_temporary_files_are_removed(tmp_path) -> None:
 
 def test_entries_are_readable_as_the_umask_allows(tmp_path) -> None:
     """Not mkstemp's 0600: another user sharing the cache can read it (0644 under umask 022)."""
-    from backends.disk_cache import _UMASK
+    from lazy_mlir.backends.disk_cache import _UMASK
 
     cache = DiskCache("t", directory=str(tmp_path), enabled=True)
     key = DiskCache.key("x")
@@ -351,7 +351,7 @@ _WORKER = textwrap.dedent(
     """
     import os, sys
     sys.path.insert(0, {root!r})
-    from backends.disk_cache import DiskCache
+    from lazy_mlir.backends.disk_cache import DiskCache
     cache = DiskCache("t", directory={directory!r}, enabled=True)
     for i in range(150):
         k = DiskCache.key(str(i % 20))

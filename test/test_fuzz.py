@@ -45,7 +45,7 @@ def run_fuzzer(backend: str, programs: int, seed: int, tmp_path, extra: list[str
     # Compile failures fall back to eager and are compared like any result; coverage is not
     # this test's subject (test_opinfo and strict mode are).
     env.pop("LAZY_STRICT", None)
-    cmd = [sys.executable, "-m", "tools.fuzz", "--in-process", "--backends", backend, "--seeds", f"{seed},",
+    cmd = [sys.executable, "-m", "lazy_mlir.tools.fuzz", "--in-process", "--backends", backend, "--seeds", f"{seed},",
            "--programs", str(programs), "--max-failures", "1", "--repro-dir", str(tmp_path), *extra]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 

@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from conftest import use_backend
 
 import lazy_core
-from backends.iree import memo
-from backends.iree.rewrites import rewrite_for_iree
+from lazy_mlir.backends.iree import memo
+from lazy_mlir.backends.iree.rewrites import rewrite_for_iree
 
 
 @pytest.fixture(params=["iree-cpu", "reference"])

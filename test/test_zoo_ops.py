@@ -190,8 +190,8 @@ def test_leftover_op_skips_bystander_constants() -> None:
     """The diagnosis on MLIR text: the first unconverted op, not its constant."""
     from torch_mlir import ir
 
-    from lowering.context import mlir_context
-    from lowering.pipelines import leftover_op
+    from lazy_mlir.lowering.context import mlir_context
+    from lazy_mlir.lowering.pipelines import leftover_op
 
     text = """
     func.func @f(%a: !torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32> {

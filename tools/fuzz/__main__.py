@@ -99,7 +99,7 @@ def _child(argv: list[str], backend: str, seed: int, last: str, repro_dir: str) 
     """Run one backend and seed in a child process; shrink the case if the child dies. Failures."""
     from .crash import died, shrink_crash
 
-    cmd = [sys.executable, "-m", "tools.fuzz", *argv, "--backends", backend, "--seeds", f"{seed},",
+    cmd = [sys.executable, "-m", "lazy_mlir.tools.fuzz", *argv, "--backends", backend, "--seeds", f"{seed},",
            "--in-process"]
     status = subprocess.run(cmd).returncode
     if status == 0:

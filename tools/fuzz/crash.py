@@ -47,7 +47,7 @@ def child_status(backend: str, programs: list[Program], batch: bool, timeout: fl
         dump_case(path, backend, programs, batch)
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         try:
-            proc = subprocess.run([sys.executable, "-m", "tools.fuzz.crash", "--replay", path], cwd=ROOT,
+            proc = subprocess.run([sys.executable, "-m", "lazy_mlir.tools.fuzz.crash", "--replay", path], cwd=ROOT,
                                   env=env, capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return -9
