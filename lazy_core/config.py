@@ -97,7 +97,7 @@ VARIABLES: dict[str, Variable] = {
     v.name: v
     for v in [
         # -- runtime --------------------------------------------------------------
-        Variable("LAZY_BACKEND", "str", "reference", "The backend init() activates by default."),
+        Variable("LAZY_BACKEND", "str", "", "The backend init() activates (empty: iree-cpu, registry.DEFAULT_BACKEND)."),
         Variable("LAZY_ASYNC", "bool", True,
                  "mark_step() queues the execution on the worker thread and returns; "
                  "off: it waits for the execution (which still runs on the worker)."),
