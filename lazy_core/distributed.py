@@ -168,10 +168,8 @@ def _completed_work(values: list[torch.Tensor]) -> Any:
 def _restore(x: Any, back: dict[int, _t.LazyTensor], outputs: list[_t.LazyTensor]) -> Any:
     """The op's result with host tensors replaced by the caller's lazy ones."""
     if isinstance(x, torch.Tensor):
-        lazy = back.get(id(x))
-        if lazy is None:
-            raise RuntimeError(f"lazy_core internal error: a collective returned an unknown tensor {tuple(x.shape)}")
-        return lazy
+        # A tensor not in ``back`` is a CPU tensor the caller passed beside lazy ones.
+        return back.get(id(x), x)
     if isinstance(x, torch.ScriptObject):
         return _completed_work(outputs)
     if isinstance(x, list):
