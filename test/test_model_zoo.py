@@ -278,14 +278,16 @@ CASES = {
     "t5": Case(_t5, _t5_batch, mask_reads=2),
     "vit": Case(_vit, _image_batch),
 }
-FAST = ["dropout-mlp", "bert", "resnet-bn", "lstm-lm"]
+#: The default run: each compiling backend once, a few models (the rest is ``slow``).
+FAST = {("dropout-mlp", "reference"), ("dropout-mlp", "iree-cpu"), ("bert", "iree-cpu"),
+        ("resnet-bn", "reference"), ("lstm-lm", "reference")}
 
 
 def _params() -> list:
     out = []
     for name in CASES:
         for backend in BACKENDS:
-            marks = [] if name in FAST else [pytest.mark.slow]
+            marks = [] if (name, backend) in FAST else [pytest.mark.slow]
             out.append(pytest.param(name, backend, id=f"{name}-{backend}", marks=marks))
     return out
 

@@ -101,6 +101,7 @@ def test_lstm_step_is_one_graph(compiling: str) -> None:
     assert metrics.counter("execute") == 1
 
 
+@pytest.mark.filterwarnings("ignore:indexing with dtype torch.uint8")
 def test_integer_index_is_recorded_and_masks_run_eagerly(compiling: str) -> None:
     """index.Tensor with integer indices has a static shape (HF's padding masks
     index that way on every forward); only a boolean/uint8 mask is data-dependent."""
