@@ -356,7 +356,7 @@ def _minimum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _first_extremum(x: torch.Tensor, dim: int | None, keepdim: bool, largest: bool) -> torch.Tensor:
     """argmax/argmin: the first NaN along ``dim`` if any, else the first extremum."""
     if x.dim() == 0:
-        return (x != x).to(torch.int64)  # 0, traced without a literal
+        return x.new_zeros((), dtype=torch.int64)
     flat = x.reshape(-1) if dim is None else x
     d = 0 if dim is None else dim % x.dim()
     if flat.dtype == torch.bool:
@@ -385,18 +385,22 @@ def _argmin(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> t
 
 
 def _max_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    return x.amax(dim, keepdim), _first_extremum(x, dim, keepdim, True)
+    values = x.clone() if x.dim() == 0 else x.amax(dim, keepdim)
+    return values, _first_extremum(x, dim, keepdim, True)
 
 
 def _min_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    return x.amin(dim, keepdim), _first_extremum(x, dim, keepdim, False)
+    values = x.clone() if x.dim() == 0 else x.amin(dim, keepdim)
+    return values, _first_extremum(x, dim, keepdim, False)
 
 
 def _sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """NaN sorts above +inf: sorted as +inf, then the NaN count's slots at
     the top end are NaN again. Values are exact; indices too, except among
     elements that are +inf or NaN (PyTorch puts every NaN after +inf)."""
-    if not x.is_floating_point() or x.dim() == 0:
+    if x.dim() == 0:
+        return x.clone(), x.new_zeros((), dtype=torch.int64)
+    if not x.is_floating_point():
         return _plain_sort(x, dim, descending)
     d = dim % x.dim()
     nan = torch.isnan(x)
@@ -422,6 +426,8 @@ def _plain_sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tens
 def _topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True,
           sorted: bool = True) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: A002
     """The first ``k`` of a NaN-aware sort (``sorted=False`` allows any order)."""
+    if x.dim() == 0:  # k is 0 or 1; a 0-d tensor's only element
+        return x.clone(), x.new_zeros((), dtype=torch.int64)
     values, indices = _sort(x, dim, descending=largest)
     return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
 
