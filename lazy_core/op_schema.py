@@ -33,6 +33,10 @@ _CONSTANT_SCALAR_OPS |= {
     "leaky_relu", "leaky_relu_", "leaky_relu_backward",
     "smooth_l1_loss", "smooth_l1_loss_backward", "huber_loss", "huber_loss_backward",
 }
+# Clamp bounds too: their NaN-aware lowering is a decomposition, and
+# decompositions take constant scalars only (lowering/decompositions.py).
+_CONSTANT_SCALAR_OPS |= {"clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_",
+                         "hardtanh", "hardtanh_"}
 
 
 # Ops whose meta kernels skip the dtype checks their CPU kernels make (found

@@ -25,6 +25,23 @@ from lazy_core.ir import Node, Output, ScalarParam
 
 aten = torch.ops.aten
 
+#: Ops lowered through the NaN-aware decompositions at the end of this file.
+NAN_DECOMPOSED_OPS = (
+    aten.clamp.default,
+    aten.clamp.Tensor,
+    aten.clamp_min.default,
+    aten.clamp_max.default,
+    aten.hardtanh.default,
+    aten.maximum.default,
+    aten.minimum.default,
+    aten.argmax.default,
+    aten.argmin.default,
+    aten.max.dim,
+    aten.min.dim,
+    aten.sort.default,
+    aten.topk.default,
+)
+
 DECOMPOSED_OPS = (
     aten.native_layer_norm_backward.default,
     aten.embedding_dense_backward.default,
@@ -64,6 +81,7 @@ DECOMPOSED_OPS = (
     aten.log_sigmoid_backward.default,
     aten.native_group_norm_backward.default,
     aten.xlogy.Tensor,  # kl_div's backward
+<<<<<<< HEAD
     # Dropout's backward: torch-mlir imports it but leaves its ``float scale``
     # as a ``torch.constant.float`` that neither linalg nor IREE legalizes, so
     # every training step with dropout ran op by op on the CPU. Decomposed to
@@ -84,6 +102,13 @@ DECOMPOSED_OPS = (
     # decomposed (``_MASK_INDEXED``), to a gather by rank and a ``where``.
     aten.index_put.default,
     aten._index_put_impl.default,
+=======
+    # NaN semantics: torch-mlir lowers these with ordered comparisons, so a
+    # NaN never wins (clamp([3, nan, 1], -1, 1) gave [1, -1, 1], argmax 0,
+    # sort put NaN in the middle). PyTorch propagates NaN and orders it above
+    # every number; the decompositions below say so explicitly.
+    *NAN_DECOMPOSED_OPS,
+>>>>>>> identity
 )
 
 
@@ -258,10 +283,14 @@ def _table() -> dict[Any, Callable]:
     table[aten.squeeze.dims] = _squeeze_dims
     table[aten.select_backward.default] = _select_backward
     table[aten.avg_pool2d_backward.default] = _avg_pool2d_backward
+<<<<<<< HEAD
     table[aten.unsafe_split.Tensor] = _unsafe_split
     table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
     table[aten.index_put.default] = _index_put_mask
     table[aten._index_put_impl.default] = _index_put_mask
+=======
+    table.update(_nan_table())
+>>>>>>> identity
     return table
 
 
@@ -358,3 +387,171 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     if len(results) != len(node.metas):
         raise RuntimeError(f"decomposition of {node.name} returned {len(results)} values, expected {len(node.metas)}")
     return [r if m is not None else None for r, m in zip(results, node.metas)]
+
+
+# -- NaN semantics ---------------------------------------------------------------
+#
+# PyTorch's CPU kernels propagate NaN through clamp, maximum and minimum, and
+# order NaN above every number in max/min indices, argmax/argmin, sort and
+# topk. These decompositions use only ops whose NaN behaviour the compilers
+# get right (where, masked_fill, isnan, comparisons, amax/amin, arange) and
+# ``sort`` on keys without NaN. Scalars go through masked_fill, never into
+# ``where`` (a 0-d literal tensor torch-mlir cannot legalize). Ties
+# keep PyTorch's choice: maximum/minimum/clamp return ``self`` when equal
+# (signs of zeros included), indices point at the first NaN or maximum.
+
+
+def _result_dtype(*args: Any) -> torch.dtype:
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+    present = [a for a in args if a is not None]
+    return elementwise_dtypes(*present, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+
+
+def _is_nan_bound(b: Any) -> Any:
+    """Whether bound ``b`` is NaN: a Python bool for a number, a tensor for a tensor."""
+    if isinstance(b, torch.Tensor):
+        return torch.isnan(b) if b.is_floating_point() else None
+    return isinstance(b, float) and b != b
+
+
+def _clamp(x: torch.Tensor, min: Any = None, max: Any = None) -> torch.Tensor:  # noqa: A002
+    """``clamp``: NaN in ``x`` or in a bound gives NaN; ``x`` wins ties."""
+    r = x.to(_result_dtype(x, min, max))
+    for bound, beyond in ((min, torch.lt), (max, torch.gt)):
+        if bound is None:
+            continue
+        nan = _is_nan_bound(bound)
+        if nan is True:
+            return torch.full_like(r, float("nan"))
+        take = beyond(r, bound)
+        if isinstance(nan, torch.Tensor):
+            take = take | nan
+        r = torch.where(take, bound, r).to(r.dtype) if isinstance(bound, torch.Tensor) else r.masked_fill(take, bound)
+    return r
+
+
+def _clamp_min(x: torch.Tensor, min: Any) -> torch.Tensor:  # noqa: A002
+    return _clamp(x, min, None)
+
+
+def _clamp_max(x: torch.Tensor, max: Any) -> torch.Tensor:  # noqa: A002
+    return _clamp(x, None, max)
+
+
+def _hardtanh(x: torch.Tensor, min_val: float = -1.0, max_val: float = 1.0) -> torch.Tensor:
+    return _clamp(x, min_val, max_val)
+
+
+def _extremum(a: torch.Tensor, b: torch.Tensor, keep_a: Callable) -> torch.Tensor:
+    dtype = _result_dtype(a, b)
+    a, b = a.to(dtype), b.to(dtype)
+    take_a = keep_a(a, b)
+    if dtype.is_floating_point or dtype.is_complex:
+        take_a = take_a | torch.isnan(a)  # a NaN b fails the comparison: b wins
+    return torch.where(take_a, a, b)
+
+
+def _maximum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _extremum(a, b, torch.ge)
+
+
+def _minimum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _extremum(a, b, torch.le)
+
+
+def _first_extremum(x: torch.Tensor, dim: int | None, keepdim: bool, largest: bool) -> torch.Tensor:
+    """argmax/argmin: the first NaN along ``dim`` if any, else the first extremum."""
+    if x.dim() == 0:
+        return x.new_zeros((), dtype=torch.int64)
+    flat = x.reshape(-1) if dim is None else x
+    d = 0 if dim is None else dim % x.dim()
+    if flat.dtype == torch.bool:
+        flat = flat.to(torch.uint8)
+    best = flat.amax(d, keepdim=True) if largest else flat.amin(d, keepdim=True)
+    hit = flat == best
+    if flat.is_floating_point():
+        nan = torch.isnan(flat)
+        hit = torch.where(nan.any(d, keepdim=True), nan, hit)
+    n = flat.shape[d]
+    shape = [1] * flat.dim()
+    shape[d] = n
+    rank = (n - torch.arange(n, dtype=torch.int64, device=x.device)).reshape(shape)
+    first = n - (rank * hit).amax(d, keepdim=keepdim and dim is not None)
+    if dim is None and keepdim:
+        first = first.reshape([1] * x.dim())
+    return first
+
+
+def _argmax(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
+    return _first_extremum(x, dim, keepdim, True)
+
+
+def _argmin(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
+    return _first_extremum(x, dim, keepdim, False)
+
+
+def _max_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    values = x.clone() if x.dim() == 0 else x.amax(dim, keepdim)
+    return values, _first_extremum(x, dim, keepdim, True)
+
+
+def _min_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    values = x.clone() if x.dim() == 0 else x.amin(dim, keepdim)
+    return values, _first_extremum(x, dim, keepdim, False)
+
+
+def _sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """NaN sorts above +inf: sorted as +inf, then the NaN count's slots at
+    the top end are NaN again. Values are exact; indices too, except among
+    elements that are +inf or NaN (PyTorch puts every NaN after +inf)."""
+    if x.dim() == 0:
+        return x.clone(), x.new_zeros((), dtype=torch.int64)
+    if not x.is_floating_point():
+        return _plain_sort(x, dim, descending)
+    d = dim % x.dim()
+    nan = torch.isnan(x)
+    values, indices = _plain_sort(x.masked_fill(nan, float("inf")), d, descending)
+    n = x.shape[d]
+    shape = [1] * x.dim()
+    shape[d] = n
+    position = torch.arange(n, dtype=torch.int64, device=x.device).reshape(shape)
+    count = nan.sum(d, keepdim=True)
+    slot = position < count if descending else position >= n - count
+    return values.masked_fill(slot, float("nan")), indices
+
+
+def _plain_sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``aten.sort`` itself, recorded as is: with this module's decompositions
+    off, the call does not come back to ``_sort``."""
+    from torch.fx.experimental.proxy_tensor import decompose
+
+    with decompose({}):
+        return aten.sort.default(x, dim, descending)
+
+
+def _topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True,
+          sorted: bool = True) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: A002
+    """The first ``k`` of a NaN-aware sort (``sorted=False`` allows any order)."""
+    if x.dim() == 0:  # k is 0 or 1; a 0-d tensor's only element
+        return x.clone(), x.new_zeros((), dtype=torch.int64)
+    values, indices = _sort(x, dim, descending=largest)
+    return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
+
+
+def _nan_table() -> dict[Any, Callable]:
+    return {
+        aten.clamp.default: _clamp,
+        aten.clamp.Tensor: _clamp,
+        aten.clamp_min.default: _clamp_min,
+        aten.clamp_max.default: _clamp_max,
+        aten.hardtanh.default: _hardtanh,
+        aten.maximum.default: _maximum,
+        aten.minimum.default: _minimum,
+        aten.argmax.default: _argmax,
+        aten.argmin.default: _argmin,
+        aten.max.dim: _max_dim,
+        aten.min.dim: _min_dim,
+        aten.sort.default: _sort,
+        aten.topk.default: _topk,
+    }

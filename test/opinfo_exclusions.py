@@ -73,9 +73,6 @@ XFAIL: dict[tuple[str, str], str] = {
     ("histogram", "*"): _NO_META.format("aten.histogram.bin_ct"),
     ("histogramdd", "*"): _NO_META.format("aten._histogramdd_bin_edges"),
     # Lowering gaps of torch-mlir (first sample, float32); the compiled backends share them.
-    **{("argmax", b): "0-d input: torch-mlir leaves aten.argmax(dim=None) of a 0-d tensor "
-                      "unlowered (failed to legalize 'torch.constant.bool')"
-       for b in ("reference", "iree-cpu", "iree-vulkan")},
     **{("logsumexp", b): "0-d input: torch-mlir leaves aten.logsumexp of a 0-d tensor unlowered "
                          "(failed to legalize 'torch.constant.int')"
        for b in ("reference", "iree-cpu", "iree-vulkan")},

@@ -248,14 +248,22 @@ def test_same_dtype_matmul_family_still_traces(backend):
 
 # -- item 7: NaN semantics --------------------------------------------------------------
 
+_NAN = float("nan")
+_INF = float("inf")
+
 _NAN_CASES = {
     "clamp": lambda t: t.clamp(-1, 1),
     "clamp_min": lambda t: t.clamp(min=0.5),
     "clamp_max": lambda t: t.clamp(max=2.0),
+    "clamp_nan_bound": lambda t: t.clamp(min=_NAN),
+    "clamp_tensor": lambda t: t.clamp(torch.zeros_like(t), torch.ones_like(t) * 2),
+    "clamp_tensor_nan_bound": lambda t: t.clamp(max=torch.full_like(t, _NAN)),
     "hardtanh": F.hardtanh,
+    "relu6": F.relu6,
     "maximum": lambda t: torch.maximum(t, torch.ones_like(t)),
     "minimum": lambda t: torch.minimum(t, torch.ones_like(t)),
     "maximum_zero": lambda t: torch.maximum(t, torch.zeros_like(t)),
+    "maximum_nan_other": lambda t: torch.maximum(torch.ones_like(t), t),
     "max": torch.max,
     "min": torch.min,
     "amax": lambda t: t.amax(0),
@@ -269,23 +277,57 @@ _NAN_CASES = {
     "topk_smallest": lambda t: t.topk(2, largest=False),
     "relu": torch.relu,
 }
-# Wrong on every compiled backend (reference, iree-cpu, iree-vulkan): the
-# torch-mlir lowerings compare with ordered predicates, so NaN never wins.
-# Not fixed yet; strict, so a fix shows up as an XPASS to remove from here.
-_NAN_WRONG_WHEN_COMPILED = {
-    "clamp", "clamp_min", "clamp_max", "hardtanh", "maximum", "minimum", "maximum_zero",
-    "max_dim", "min_dim", "argmax", "argmin", "sort", "sort_descending", "topk", "topk_smallest",
-}
 
 
-@pytest.mark.parametrize("case", list(_NAN_CASES), ids=list(_NAN_CASES))
-def test_nan_semantics_equal_eager(backend, case, request):
-    if backend.name != "eager" and case in _NAN_WRONG_WHEN_COMPILED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="NaN ordering in torch-mlir lowerings"))
-    x = torch.tensor([3.0, float("nan"), 1.0])
-    want = _NAN_CASES[case](x)
-    got = _NAN_CASES[case](x.to(LAZY))
+def _check_like_eager(fn, x: torch.Tensor) -> None:
+    want = fn(x)
+    got = fn(x.to(LAZY))
     want = want if isinstance(want, tuple) else (want,)
     got = got if isinstance(got, tuple) else (got,)
     for g, w in zip(got, want, strict=True):
         _same(g, w)
+
+
+@pytest.fixture
+def strict(monkeypatch):
+    """A graph that fails to compile raises instead of running on the CPU:
+    the values checked are the compiled code's."""
+    monkeypatch.setenv("LAZY_STRICT", "1")
+
+
+@pytest.mark.parametrize("case", list(_NAN_CASES), ids=list(_NAN_CASES))
+def test_nan_semantics_equal_eager(backend, strict, case):
+    _check_like_eager(_NAN_CASES[case], torch.tensor([3.0, _NAN, 1.0]))
+
+
+_NAN_ROWS = torch.tensor([[3.0, _NAN, 1.0, _NAN], [2.0, 5.0, 5.0, -1.0], [-0.0, 0.0, -_INF, _INF]])
+
+
+@pytest.mark.parametrize("case", [
+    "argmax_dim1", "argmin_dim0_keepdim", "argmax_none_keepdim", "max_dim1_keepdim", "min_dim1",
+    "sort_dim1_values", "sort_dim0", "topk2_dim1_values", "maximum_signed_zeros", "minimum_signed_zeros",
+    "clamp_signed_zero", "clamp_int_float_bound", "clamp_int", "argmax_int_ties", "sort_int", "maximum_broadcast",
+])
+def test_nan_semantics_on_rows(backend, strict, case):
+    fn, x = {
+        "argmax_dim1": (lambda t: t.argmax(1), _NAN_ROWS),
+        "argmin_dim0_keepdim": (lambda t: t.argmin(0, keepdim=True), _NAN_ROWS),
+        "argmax_none_keepdim": (lambda t: t.argmax(None, keepdim=True), _NAN_ROWS),
+        "max_dim1_keepdim": (lambda t: t.max(1, keepdim=True), _NAN_ROWS),
+        "min_dim1": (lambda t: t.min(1), _NAN_ROWS),
+        # Among +inf and NaN the sort's order of indices is not PyTorch's: values only.
+        "sort_dim1_values": (lambda t: t.sort(1)[0], _NAN_ROWS),
+        "sort_dim0": (lambda t: t.sort(0, descending=True), _NAN_ROWS[:2]),
+        # PyTorch's topk and sort break ties between 0.0 and -0.0 differently: no zeros.
+        "topk2_dim1_values": (lambda t: t.topk(2, 1)[0], _NAN_ROWS[:2]),
+        "maximum_signed_zeros": (lambda t: torch.maximum(t, -t), torch.tensor([0.0, -0.0, _NAN, 1.0])),
+        "minimum_signed_zeros": (lambda t: torch.minimum(t, -t), torch.tensor([0.0, -0.0, _NAN, 1.0])),
+        "clamp_signed_zero": (lambda t: t.clamp(min=0.0, max=-0.0), torch.tensor([0.0, -0.0, 5.0])),
+        "clamp_int_float_bound": (lambda t: t.clamp(min=1.5), torch.tensor([1, 2, 3])),
+        "clamp_int": (lambda t: t.clamp(0, 2), torch.tensor([-1, 1, 3])),
+        "argmax_int_ties": (lambda t: t.argmax(), torch.tensor([1, 3, 3, 2])),
+        "sort_int": (lambda t: t.sort(descending=True)[0], torch.tensor([1, 3, 3, 2])),
+        "maximum_broadcast": (lambda t: torch.maximum(t, torch.tensor([[_NAN], [0.0], [1.0]]).to(t.device)),
+                              _NAN_ROWS),
+    }[case]
+    _check_like_eager(fn, x)
