@@ -81,7 +81,6 @@ DECOMPOSED_OPS = (
     aten.log_sigmoid_backward.default,
     aten.native_group_norm_backward.default,
     aten.xlogy.Tensor,  # kl_div's backward
-<<<<<<< HEAD
     # Dropout's backward: torch-mlir imports it but leaves its ``float scale``
     # as a ``torch.constant.float`` that neither linalg nor IREE legalizes, so
     # every training step with dropout ran op by op on the CPU. Decomposed to
@@ -102,13 +101,11 @@ DECOMPOSED_OPS = (
     # decomposed (``_MASK_INDEXED``), to a gather by rank and a ``where``.
     aten.index_put.default,
     aten._index_put_impl.default,
-=======
     # NaN semantics: torch-mlir lowers these with ordered comparisons, so a
     # NaN never wins (clamp([3, nan, 1], -1, 1) gave [1, -1, 1], argmax 0,
     # sort put NaN in the middle). PyTorch propagates NaN and orders it above
     # every number; the decompositions below say so explicitly.
     *NAN_DECOMPOSED_OPS,
->>>>>>> identity
 )
 
 
@@ -283,14 +280,11 @@ def _table() -> dict[Any, Callable]:
     table[aten.squeeze.dims] = _squeeze_dims
     table[aten.select_backward.default] = _select_backward
     table[aten.avg_pool2d_backward.default] = _avg_pool2d_backward
-<<<<<<< HEAD
     table[aten.unsafe_split.Tensor] = _unsafe_split
     table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
     table[aten.index_put.default] = _index_put_mask
     table[aten._index_put_impl.default] = _index_put_mask
-=======
     table.update(_nan_table())
->>>>>>> identity
     return table
 
 
