@@ -295,12 +295,22 @@ class GraphExecutor:
             self._cache.clear()
             self._cache_backend = backend
         roots: list[Output] = []
+        # Per root, the storage's last good value (Storage.previous) to roll back to.
+        previous: list[Any] = []
         seen: set[tuple[int, int]] = set()
-        for out in [s.value for s in sorted(storages, key=lambda s: s.seq)] + extra:
+        for s in sorted(storages, key=lambda s: s.seq):
+            out = s.value
             k = (id(out.node), out.index)
             if k not in seen and not out.node.is_leaf():
                 seen.add(k)
                 roots.append(out)
+                previous.append(s.previous)
+        for out in extra:
+            k = (id(out.node), out.index)
+            if k not in seen and not out.node.is_leaf():
+                seen.add(k)
+                roots.append(out)
+                previous.append(None)
         if not roots:
             return {}
         with metrics.timed("build_graph"):
@@ -353,7 +363,7 @@ class GraphExecutor:
         # The user's line: a queued execution's error surfaces later, at a read or barrier.
         site = source_location.user_stack(1)
         where = f" at {site[0]}" if site else ""
-        fallbacks = self._fallbacks(roots, storages, data_args, donated)
+        fallbacks = self._fallbacks(roots, previous, data_args, donated)
         # The placeholders exist before the job is queued (Note [The runtime cannot deadlock]).
         batch = PendingBatch(f"{reason}{where}, graph {entry.graph_name}", n_roots, self._worker, fallbacks)
         # Taken before queueing: a job that finishes first hands them out and forgets them.
@@ -383,31 +393,25 @@ class GraphExecutor:
             hook(graph, entry, reason)
         return produced
 
-    def _fallbacks(
-        self, roots: list[Output], storages: list[Storage], data_args: list[Any], donated: dict[int, int]
-    ) -> list[Any]:
+    @staticmethod
+    def _fallbacks(roots: list[Output], previous: list[Any], data_args: list[Any], donated: dict[int, int]) -> list[Any]:
         """Each root's last good value, for a failed execution to roll back to.
 
-        The value a storage held before this step's updates (``Storage.previous``);
-        None for results no storage had a value for (it has none), a reason
-        when that buffer is donated to this very execution (after a failure
-        it may hold anything).
+        The device data its storage held before this step's updates
+        (``previous[i]``, a ``Storage.previous``); None for results with no
+        earlier value, a reason when that buffer is donated to this very
+        execution (after a failure it may hold anything).
         """
-        owner: dict[tuple[int, int], Storage] = {}
-        for s in storages:
-            owner.setdefault((id(s.value.node), s.value.index), s)
-        given = {id(data_args[k]) for k in donated}
+        given = {id(data_args[k]) for k in donated} if donated else ()
         out: list[Any] = []
-        for root in roots:
-            s = owner.get((id(root.node), root.index))
-            prev = s.previous() if s is not None and s.previous is not None else None
+        for root, get in zip(roots, previous):
+            prev = get() if get is not None else None
             data = prev.data if isinstance(prev, DeviceData) else None
-            if data is not None and id(data) in given:
-                data = "its buffer was donated to the failed execution (LAZY_DONATE=0 keeps it)"
-            elif data is not None and isinstance(data, BackendData) and (
-                tuple(data.shape) != tuple(root.meta.shape) or data.dtype != root.meta.dtype
-            ):
-                data = None
+            if data is not None:
+                if id(data) in given:
+                    data = "its buffer was donated to the failed execution (LAZY_DONATE=0 keeps it)"
+                elif prev.metas[0][:2] != root.meta[:2]:  # shape, dtype
+                    data = None  # not the same tensor type: not a value this tensor can take back
             out.append(data)
         return out
 
