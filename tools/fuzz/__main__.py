@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--max-failures", type=int, default=5)
     p.add_argument("--repro-dir", default=os.environ.get("FUZZ_REPRO_DIR", "fuzz-repros"))
+    p.add_argument("--group-timeout", type=float, default=float(os.environ.get("FUZZ_GROUP_TIMEOUT", "600")),
+                   help="seconds one group of programs may take before it counts as a hang (0: none)")
     p.add_argument("--in-process", action="store_true",
                    help="run here, not one child process per backend and seed (a crash then ends the run)")
     args = p.parse_args(argv)
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             config = Config(backend=backend, seed=seed, programs=args.programs, categories=cats,
                             batch=args.batch, twins=not args.no_twins, shrink=not args.no_shrink,
                             max_failures=args.max_failures,
-                            last_path=last)
+                            last_path=last, group_timeout=args.group_timeout)
             print(f"[fuzz] {backend} seed {seed}: {args.programs} programs, categories "
                   f"{','.join(sorted(cats))}", flush=True)
             report = fuzz(config)
@@ -98,12 +100,17 @@ def main(argv: list[str] | None = None) -> int:
 def _child(argv: list[str], backend: str, seed: int, last: str, repro_dir: str) -> int:
     """Run one backend and seed in a child process; shrink the case if the child dies. Failures."""
     from .crash import died, shrink_crash
+    from .driver import HANG_STATUS
 
     cmd = [sys.executable, "-m", "lazy_mlir.tools.fuzz", *argv, "--backends", backend, "--seeds", f"{seed},",
            "--in-process"]
     status = subprocess.run(cmd).returncode
     if status == 0:
         return 0
+    if status == HANG_STATUS:
+        print(f"[fuzz] {backend} seed {seed}: a group HUNG; its case is {last} "
+              "(replay: python -m tools.fuzz.crash --replay CASE)", flush=True)
+        return 1
     if not died(status):
         return 1
     print(f"[fuzz] {backend} seed {seed}: the process DIED (exit status {status}); shrinking {last} "

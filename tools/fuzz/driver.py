@@ -19,6 +19,7 @@ import gc
 import os
 import random
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,35 @@ class Config:
     max_failures: int = 5
     #: Written before each group runs on the lazy device: if the process dies, the repro survives.
     last_path: str | None = None
+    #: Seconds one group may take (0: no limit); past it the process dumps its stacks and exits
+    #: with HANG_STATUS (a hang is a finding: nothing may wait forever).
+    group_timeout: float = 0.0
+
+
+HANG_STATUS = 3
+
+
+class _Watchdog:
+    """Ends the process with HANG_STATUS when a group runs past its time limit."""
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self._timer = None
+        if seconds > 0:
+            def fire() -> None:
+                import faulthandler
+                import sys
+
+                print(f"[fuzz] HANG: {what} ran past {seconds:.0f}s; stacks follow", file=sys.stderr, flush=True)
+                faulthandler.dump_traceback(all_threads=True)
+                os._exit(HANG_STATUS)
+
+            self._timer = threading.Timer(seconds, fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 @dataclass
@@ -197,10 +227,13 @@ def fuzz(config: Config, log: Any = print) -> Report:
                 for programs in groups:
                     if config.last_path:
                         dump_case(config.last_path, config.backend, programs, config.batch > 1)
+                    dog = _Watchdog(config.group_timeout, f"the group in {config.last_path}")
                     try:
                         diff, culprit = run_group(programs, config.batch > 1)
                     except Exception as e:
                         diff, culprit = f"{type(e).__name__}: {e}", None
+                    finally:
+                        dog.cancel()
                     n += len(programs)
                     if diff is None:
                         continue

@@ -588,9 +588,14 @@ def linear(g: Generator) -> Line | None:
     rows = g.t(w).shape[0] if w is not None else n
     bias = g.var(lambda x: tuple(x.shape) == (rows,))
     r = g.rng.random()
-    if r < 0.3:
-        # linear of zeros (every RNN's first step)
+    if r < 0.15:
+        # linear of zeros (every RNN's first step): a computed zero tensor ...
         return Line(f"{out} = F.linear(torch.zeros_like({a}), {w_src}, {bias})", (), (out,), "linear")
+    if r < 0.3:
+        # ... and a zeros factory, which the compiler sees as a constant
+        shape = tuple(g.t(a).shape)
+        return Line(f"{out} = F.linear(torch.zeros({{0}}, device=DEV), {w_src}, {bias})", (shape,), (out,),
+                    "linear")
     if r < 0.7:
         return Line(f"{out} = F.linear({a}, {w_src}, {bias})", (), (out,), "linear")
     if g.t(a).dim() == 2 and bias is not None:
