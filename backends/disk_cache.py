@@ -47,7 +47,7 @@ import struct
 import tempfile
 import time
 
-from lazy_core import metrics
+from lazy_core import config, metrics
 
 _MAGIC = b"LAZYMLIR-CACHE-1\n"
 _HEADER = struct.Struct("<32sQ")  # sha256 of payload, payload length
@@ -77,7 +77,7 @@ def max_bytes() -> int:
 
     The one place this variable is read, so it can move to a central parser.
     """
-    text = os.environ.get("LAZY_CACHE_MAX_BYTES", "").strip()
+    text = str(config.get("LAZY_CACHE_MAX_BYTES")).strip()
     if not text:
         return DEFAULT_MAX_BYTES
     number, unit = text.upper().removesuffix("B").removesuffix("I"), ""

@@ -31,7 +31,6 @@ the checks off (the compiled code is then unsafe again).
 
 from __future__ import annotations
 
-import os
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -50,17 +49,9 @@ aten = torch.ops.aten
 
 def _env_enabled() -> bool:
     """``LAZY_CHECKS`` (default on). The one place this variable is read."""
-    try:
-        from . import config  # the shared LAZY_* parser, where present
+    from . import config
 
-        return bool(config.get_bool("LAZY_CHECKS", True))
-    except (ImportError, AttributeError):
-        value = os.environ.get("LAZY_CHECKS", "1").strip().lower()
-        if value in ("1", "true", "on", "yes", ""):
-            return True
-        if value in ("0", "false", "off", "no"):
-            return False
-        raise ValueError(f"LAZY_CHECKS={value!r}: expected one of 1/0/true/false/on/off/yes/no") from None
+    return bool(config.get("LAZY_CHECKS"))
 
 
 _enabled = _env_enabled()

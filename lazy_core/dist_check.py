@@ -50,14 +50,18 @@ _FALSE = ("", "0", "false", "no", "off")
 
 def enabled() -> bool:
     """``LAZY_DIST_CHECK`` if set, else ``LAZY_DEBUG`` (read at every collective, so tests can flip it)."""
-    value = os.environ.get("LAZY_DIST_CHECK")
-    if value is None:
-        value = os.environ.get("LAZY_DEBUG", "0")
-    return value.strip().lower() not in _FALSE
+    from . import config
+
+    value = str(config.get("LAZY_DIST_CHECK")).strip().lower()
+    if not value:
+        return config.debug_level() > 0
+    return value not in _FALSE
 
 
 def _timeout() -> float:
-    return float(os.environ.get("LAZY_DIST_CHECK_TIMEOUT", "120"))
+    from . import config
+
+    return float(config.get("LAZY_DIST_CHECK_TIMEOUT"))
 
 
 #: Collectives checked so far, by group name.
