@@ -98,7 +98,8 @@ class GradScaler:
                     continue
                 if p.grad.dtype == torch.float16:
                     raise ValueError("Attempting to unscale FP16 gradients.")
-                flags.append(torch.logical_not(torch.isfinite(p.grad).all()))
+                # Not ~isfinite(g): the compiled backends lower isfinite(nan) to True (see docs/amp.md).
+                flags.append((torch.isinf(p.grad) | torch.isnan(p.grad)).any())
                 p.grad.mul_(inv.to(p.grad.dtype))
         st["found_inf"] = (torch.stack(flags).any() if flags
                            else torch.zeros((), dtype=torch.bool, device=lazy_device()))
