@@ -25,16 +25,15 @@ from __future__ import annotations
 from typing import Any
 
 from . import checks, config, debug, interop, metrics
+from .autocast import autocast  # mixed precision: torch.autocast("lazy") is refused by PyTorch
 from .backend import BackendData, BackendDevice, BackendImpl, CompileError
 from .executor import GraphExecutor, executor
 from .factories import register as _register_factories
+from .grad_scaler import GradScaler
 from .graph import LazyGraph
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
 from .registry import active_backend, available_backends, create_backend, init, register_backend
 from .tensor import LazyTensor
-# Mixed precision: torch.autocast("lazy") is refused by PyTorch (no Autocast key for Lazy).
-from .autocast import autocast  # noqa: E402
-from .grad_scaler import GradScaler  # noqa: E402
 
 # A bad LAZY_* value fails at import, naming the variable (not mid-run).
 config.validate()
