@@ -4,6 +4,7 @@
     python examples/bert.py --backend iree-cpu       # the IREE CPU backend
     python examples/bert.py --model gpt2 --steps 6   # tiny GPT-2, causal LM
     python examples/bert.py --print-mlir full        # the whole torch-dialect step
+    python examples/bert.py --backend iree-cpu --amp bf16   # mixed precision (docs/amp.md)
     python examples/bert.py --dump-mlir /tmp/bert    # every compiled graph, to files
 
 The model is built from a small config (random weights, nothing from the
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import copy
 import os
 import re
@@ -90,8 +92,16 @@ def make_batches(model: str, steps: int, batch: int, seq: int, vocab: int, seed:
     return out
 
 
+def autocast_for(device: str, amp: str | None) -> Any:
+    """Mixed precision for ``device``: lazy_core.autocast on lazy, torch.autocast on the CPU."""
+    if amp is None:
+        return contextlib.nullcontext()
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+    return lazy_core.autocast(dtype=dtype) if device == "lazy" else torch.autocast(device, dtype=dtype)
+
+
 def train(model: nn.Module, device: str, batches: list[dict[str, torch.Tensor]], lr: float,
-          on_step: Any = None, seed: int = 0) -> tuple[list[float], StepTimer]:
+          on_step: Any = None, seed: int = 0, amp: str | None = None) -> tuple[list[float], StepTimer]:
     lazy = device == "lazy"
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     timer = StepTimer(lazy)
@@ -100,7 +110,8 @@ def train(model: nn.Module, device: str, batches: list[dict[str, torch.Tensor]],
     for i, batch in enumerate(batches):
         torch.manual_seed(seed + i)  # the same dropout masks in both runs
         with timer:
-            out = model(**{k: v.to(device) for k, v in batch.items()})
+            with autocast_for(device, amp):
+                out = model(**{k: v.to(device) for k, v in batch.items()})
             out.loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -158,9 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dropout", type=float, default=0.1, help="dropout probability (HF's default 0.1)")
     parser.add_argument("--print-mlir", choices=["summary", "full", "none"], default="summary")
     parser.add_argument("--compare-eager", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--tolerance", type=float, default=1e-3,
-                        help="largest loss difference vs eager accepted (exit status 1 above)")
+    parser.add_argument("--tolerance", type=float, default=None,
+                        help="largest loss difference vs eager accepted (exit status 1 above); "
+                             "default 1e-3, 3e-2 with --amp")
+    parser.add_argument("--amp", choices=["bf16", "fp16"], default=None,
+                        help="autocast the forward (lazy_core.autocast; eager: torch.autocast('cpu'))")
     args = parser.parse_args(argv)
+    if args.tolerance is None:
+        args.tolerance = 3e-2 if args.amp else 1e-3
 
     backend = init_backend(args)
     torch.manual_seed(args.seed)
@@ -184,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
               f"cache hits +{per_step[-1]['cache_hits']}", flush=True)
         last.update(compile=compiles, cache_hit=hits, t=time.perf_counter())
 
-    lazy_losses, lazy_timer = train(lazy_model, "lazy", batches, args.lr, on_step, args.seed)
+    lazy_losses, lazy_timer = train(lazy_model, "lazy", batches, args.lr, on_step, args.seed, args.amp)
     summary = lazy_summary()
     mlir = step_mlir()
     if mlir and args.print_mlir != "none":
@@ -202,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     print()
     if args.compare_eager:
-        eager_losses, eager_timer = train(cpu_model, "cpu", batches, args.lr, seed=args.seed)
+        eager_losses, eager_timer = train(cpu_model, "cpu", batches, args.lr, seed=args.seed, amp=args.amp)
         loss_diff = max(abs(a - b) for a, b in zip(lazy_losses, eager_losses))
         weight_diff = max_param_diff(lazy_model, cpu_model)
         ok = loss_diff <= args.tolerance

@@ -13,6 +13,7 @@ The public API::
     with lazy_core.step(max_graphs=1, full_graph=True):   # a step that must be one graph
         ...                                               # (ends with mark_step)
     lazy_core.add_step_closure(log, (loss,))  # runs after the next mark_step, no extra sync
+    # with lazy_core.autocast(dtype=torch.bfloat16): ...   # mixed precision (docs/amp.md)
     # LAZY_DEBUG=1: why each graph recompiled; LAZY_DUMP_DIR=dir: IR, MLIR, stacks per graph
 
 lazy_core imports nothing of MLIR or any backend: backends are plugins found
@@ -24,9 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 from . import checks, config, debug, interop, metrics
+from .autocast import autocast  # mixed precision: torch.autocast("lazy") is refused by PyTorch
 from .backend import BackendData, BackendDevice, BackendImpl, CompileError
 from .executor import GraphExecutor, executor
 from .factories import register as _register_factories
+from .grad_scaler import GradScaler
 from .graph import LazyGraph
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta
 from .registry import active_backend, available_backends, create_backend, init, register_backend
@@ -45,7 +48,7 @@ from .closures import add_step_closure  # noqa: E402
 from .step_guard import StepGuardError, step  # noqa: E402
 
 __all__ = [
-    "BackendData", "BackendDevice", "BackendImpl", "CompileError", "DeviceData", "GraphExecutor",
+    "BackendData", "BackendDevice", "GradScaler", "autocast", "BackendImpl", "CompileError", "DeviceData", "GraphExecutor",
     "StepGuardError", "add_step_closure", "closures", "diagnostics", "dump", "graph_limits", "step",
     "step_guard",
     "LazyGraph", "LazyTensor", "Node", "Output", "ScalarParam", "TensorMeta", "active_backend",
