@@ -40,6 +40,10 @@ NAN_DECOMPOSED_OPS = (
     aten.min.dim,
     aten.sort.default,
     aten.topk.default,
+    # ``x == x`` (one value compared with itself): torch-mlir folds it to
+    # true, also for NaN (upstream folder); ``isfinite`` is ``x == x & ...``
+    # in PyTorch's decomposition. Only that form is decomposed (_ONLY_WHEN).
+    aten.eq.Tensor,
 )
 
 DECOMPOSED_OPS = (
@@ -295,6 +299,7 @@ _NESTED: dict[Any, Callable] = {}
 _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.index_put.default: _mask_indexed,
     aten._index_put_impl.default: _mask_indexed,
+    aten.eq.Tensor: lambda node: _same_value(node.args[0], node.args[1]),
 }
 
 
@@ -548,4 +553,14 @@ def _nan_table() -> dict[Any, Callable]:
         aten.min.dim: _min_dim,
         aten.sort.default: _sort,
         aten.topk.default: _topk,
+        aten.eq.Tensor: _eq_self,
     }
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return isinstance(a, Output) and isinstance(b, Output) and a.node is b.node and a.index == b.index
+
+
+def _eq_self(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``x == x`` as ``not (x != x)``: false exactly where ``x`` is NaN."""
+    return torch.logical_not(torch.ne(a, b))

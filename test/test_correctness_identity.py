@@ -276,6 +276,11 @@ _NAN_CASES = {
     "topk": lambda t: t.topk(1),
     "topk_smallest": lambda t: t.topk(2, largest=False),
     "relu": torch.relu,
+    # torch-mlir folds ``x == x`` to true, NaN included (found by the GradScaler's isfinite).
+    "eq_self": lambda t: t == t,
+    "ne_self": lambda t: t != t,
+    "isfinite": torch.isfinite,
+    "eq_self_int": lambda t: t.int() == t.int(),
 }
 
 
