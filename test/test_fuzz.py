@@ -52,7 +52,7 @@ def run_fuzzer(backend: str, programs: int, seed: int, tmp_path, extra: list[str
     env.pop("LAZY_STRICT", None)
     cmd = [sys.executable, "-m", "lazy_mlir.tools.fuzz", "--in-process", "--backends", backend, "--seeds", f"{seed},",
            "--programs", str(programs), "--max-failures", "1", "--repro-dir", str(tmp_path),
-           "--group-timeout", "300", *extra]
+           "--group-timeout", "300", "--no-shrink", *extra]  # shrink with `make fuzz`: it compiles a lot
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from .driver import Failure, reproduces
 from .program import Line, Program
 
-MAX_RUNS = 200
+MAX_RUNS = 80
 
 
 def _defined(lines: list[Line], i: int) -> set[str]:
