@@ -353,7 +353,15 @@ def _guard_division(b: _Bound, op: str, loc: Any) -> None:
             ov = _op(aten.logical_and.default, (_op(aten.eq.Scalar, (a._lz_value(), low), loc),
                                                 _op(aten.eq.Scalar, (dv, -1), loc)), loc)
             bad = _op(aten.logical_or.default, (zero, ov), loc)
-            b.set("other", _op(aten.where.ScalarSelf, (bad, 1, dv), loc))
+            safe = _op(aten.where.ScalarSelf, (bad, 1, dv), loc)
+            if safe.meta.shape != dv.meta.shape:
+                # The divisor took the dividend's shape: a 0-d one no longer stays out of
+                # type promotion (int32 % 0-d int64 is int32), so give it the result's dtype.
+                from .tensor import record
+
+                node, template = record(aten._to_copy.default, (safe,), {"dtype": dtype}, loc)
+                safe = Output(node, template.i)
+            b.set("other", safe)
             return
     b.set("other", _op(aten.masked_fill.Scalar, (dv, zero, 1), loc))
 
