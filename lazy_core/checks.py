@@ -252,6 +252,10 @@ def _guard_dim_index(exc: type[Exception], prefix: str = "", negative_ok: bool =
         n = _dim_size(self, dim)
         d = dim % max(len(self.shape), 1)
         site = _Site(exc, plain or _bounds_msg(d, n, prefix), op, loc)
+        if plain is not None and d > 0 and len(self.shape) > 1:
+            # The CPU's index_select raises IndexError along dim 0 and RuntimeError (its
+            # gather-style kernel) along the other dims of a tensor of rank > 1.
+            site = _Site(RuntimeError, f"INDICES element is out of DATA bounds, axis_dim={n}", op, loc)
         b.set("index", _safe_index(b.get("index"), -n if negative_ok else 0, n, site))
 
     return guard

@@ -24,7 +24,6 @@ from conftest import ROOT, backend_unavailable_reason, requested_backends
 
 #: category -> (backends it fails on, None = all; why / who fixes it). Delete an entry once fixed.
 PENDING: dict[str, tuple[tuple[str, ...] | None, str]] = {
-    "inplace_cast": (None, "issue 13 item 6: in-place/out= casting rules (int_t.add_(1.5) must raise)"),
     "nan": (None, "issue 13 item 7: NaN in clamp/maximum/max/argmax/sort/topk as eager"),
     "collide": (None, "the twin programs (cache identity, issue 13 items 1-2, fixed) still find "
                       "`torch.mul(v1, v1.narrow(3, 0, 1), out=v1)`: eager's kernel reads elements "
@@ -35,9 +34,6 @@ PENDING: dict[str, tuple[tuple[str, ...] | None, str]] = {
     "special": (("reference",), "issue 14: the reference backend aborts the process on the reciprocal "
                                 "of a NaN splat (test_fuzz_regressions.py::test_reciprocal_of_a_nan_splat_"
                                 "does_not_abort); NaN/inf constants are left out there"),
-    "data_error": (None, "issue 13: an out-of-range index raises IndexError on lazy; eager raises IndexError "
-                         "or RuntimeError ('INDICES element is out of DATA bounds') depending on the "
-                         "tensor's layout (index_select along dim 1): the error type differs"),
 }
 
 #: Programs per backend in the default run (twins included): about 60 s in all on a 2-core machine.

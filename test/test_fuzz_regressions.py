@@ -183,3 +183,18 @@ def test_integer_division_by_a_0d_tensor_keeps_the_dividend_dtype(name: str, op:
     want, got = fn(a, d), fn(lazy(a), lazy(d)).cpu()
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_index_select_out_of_range_along_dim_1_raises_runtime_error(name: str) -> None:
+    """Found by the fuzzer: the CPU raises RuntimeError ('INDICES element is out of DATA bounds')
+    for index_select along a dim > 0 of a tensor of rank > 1, IndexError along dim 0; the lazy
+    check raised IndexError for both."""
+    use_backend(name)
+    x, idx = torch.randn(2, 3), torch.tensor([3])
+    with pytest.raises(RuntimeError, match="out of DATA bounds"):
+        torch.index_select(x, 1, idx)
+    with pytest.raises(RuntimeError, match="out of DATA bounds"):
+        torch.index_select(lazy(x), 1, lazy(idx)).cpu()
+    with pytest.raises(IndexError):
+        torch.index_select(lazy(x), 0, lazy(torch.tensor([2]))).cpu()
