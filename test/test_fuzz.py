@@ -56,7 +56,22 @@ def _pending_on(backend: str) -> list[str]:
     return [c for c, (backends, _) in PENDING.items() if backends is None or backend in backends]
 
 
-@pytest.mark.parametrize("backend_name", requested_backends())
+#: Backends whose fixed-budget run is kept out of ``make check`` (``slow``; ``make fuzz`` runs them),
+#: with why. Delete an entry once its run passes within the budget.
+NOT_IN_CHECK = {
+    "reference": "aborts the process on some in-place-cast programs (MLIR 'unimplemented: tensor with "
+                 "zero element', SIGABRT); without them, 48 programs exceed 300 s on 2 cores",
+    "iree-cpu": "a group of 8 programs spent minutes in the lowering passes on 2 cores (not diagnosed)",
+    "iree-vulkan": "as iree-cpu",
+}
+
+
+def _fuzz_params() -> list:
+    return [pytest.param(b, id=b, marks=pytest.mark.slow) if b in NOT_IN_CHECK else pytest.param(b, id=b)
+            for b in requested_backends()]
+
+
+@pytest.mark.parametrize("backend_name", _fuzz_params())
 def test_fuzz_matches_eager(backend_name: str, tmp_path) -> None:
     reason = backend_unavailable_reason(backend_name)
     if reason:
