@@ -83,11 +83,11 @@ SPECS: dict[str, CollectiveSpec] = {
 
 
 def _leaves(x: Any, out: list) -> None:
-    if isinstance(x, _t.LazyTensor):
-        out.append(x)
-    elif isinstance(x, list | tuple):
-        for v in x:
-            _leaves(v, out)
+    # fallback's walk; its ``_replace`` is not reused: it maps "lazy..." strings to "cpu",
+    # and a process group's name or tag may be such a string.
+    from .fallback import _lazy_leaves
+
+    _lazy_leaves(x, out)
 
 
 def _substitute(x: Any, table: dict[int, torch.Tensor]) -> Any:
