@@ -73,6 +73,29 @@ class LazyExecutionError(RuntimeError):
         self.label = label
 
 
+_ERROR_CLASSES: dict[type, type[LazyExecutionError]] = {}
+
+
+def _error_class(cause: type) -> type[LazyExecutionError]:
+    """``LazyExecutionError`` that is also a ``cause``: PyTorch's error stays catchable.
+
+    Eager PyTorch raises at the op; a lazy tensor raises at the read, and
+    code written for eager catches the op's own type (``NotImplementedError``,
+    ``IndexError``, ``ValueError``). Types whose instances carry extra C
+    fields (``OSError``) cannot be combined and give the plain class.
+    """
+    if cause is type(None) or not issubclass(cause, Exception) or issubclass(cause, LazyExecutionError):
+        return LazyExecutionError
+    cls = _ERROR_CLASSES.get(cause)
+    if cls is None:
+        try:
+            cls = type(f"Lazy{cause.__name__}", (LazyExecutionError, cause), {"__module__": __name__})
+        except TypeError:  # instance lay-out conflict
+            cls = LazyExecutionError
+        _ERROR_CLASSES[cause] = cls
+    return cls
+
+
 class PendingBatch:
     """The results of one queued execution: one event for all of them.
 
@@ -140,9 +163,14 @@ class PendingBatch:
         return self._error is not None
 
     def error(self) -> LazyExecutionError:
-        """A fresh exception for this batch's failure (raising one object twice grows its traceback)."""
+        """A fresh exception for this batch's failure (raising one object twice grows its traceback).
+
+        It is also an instance of the backend error's type (see
+        ``_error_class``), so ``except NotImplementedError`` around a read
+        catches what eager PyTorch would have raised at the op.
+        """
         assert self._error is not None
-        e = LazyExecutionError(str(self._error), self.label)
+        e = _error_class(type(self._cause))(str(self._error), self.label)
         e.__cause__ = self._cause
         return e
 

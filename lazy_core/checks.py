@@ -526,15 +526,15 @@ def _poison(acc_value: Output, read: list[Any], site: _Site) -> None:
 def _failed_data(site: _Site) -> Any:
     """A device-data placeholder whose every use raises (the async runtime's
     failed-execution mechanism), or None where that is not available."""
-    try:
-        from .async_exec import PendingBatch
+    from .async_exec import PendingBatch
+    from .executor import executor
 
-        batch = PendingBatch(f"a step whose device-side check failed: {site.exc.__name__}: {site.message}")
-        [data] = batch.placeholders(1)
-        batch.fail(site.exc(site.message))
-        return data
-    except Exception:  # noqa: BLE001 - a different async runtime: reads check _poisoned instead
-        return None
+    batch = PendingBatch(f"a step whose device-side check failed: {site.exc.__name__}: {site.message}",
+                         1, executor()._worker)
+    [data] = batch.placeholders()
+    batch.fail(site.exc(site.message))
+    batch.reported = True  # raised at the read already; a later use raises again, mark_step() does not
+    return data
 
 
 def _raise_if_poisoned(tensors: list[Any]) -> None:
@@ -546,11 +546,27 @@ def _raise_if_poisoned(tensors: list[Any]) -> None:
             raise _error(hit[1])
 
 
+def _settle() -> None:
+    """Before a backend change: raise a failed check, else drop the accumulator.
+
+    A zero accumulator carries nothing; moved to the new backend it would be
+    a new value, not the one read as clean, and the next
+    ``wait_device_ops()`` would read it from the device again.
+    """
+    verify()
+    acc = _state.acc
+    if acc is not None and acc._lz_storage.value.node.is_leaf() and acc._lz_storage.value is _state.clean:
+        _state.acc = None
+        _state.clean = None
+        _state.memo.clear()
+
+
 def install() -> None:
     """Make host reads check the flags (called once by ``lazy_core``)."""
     from .executor import executor
 
     executor().read_hook = on_read
+    executor().backend_change_hooks.append(_settle)
 
 
 def reset() -> None:

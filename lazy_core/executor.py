@@ -135,6 +135,9 @@ class GraphExecutor:
         #: read_hook(executor, tensors, reason) replaces to_host_many (lazy_core.checks
         #: reads its device-side check flags with the values); it calls _to_host_many.
         self.read_hook: Any = None
+        #: backend_change_hooks() run before live values move to a new backend
+        #: (lazy_core.checks settles its accumulator there).
+        self.backend_change_hooks: list[Any] = []
 
     # -- registry ----------------------------------------------------------------
     def track(self, storage: Storage) -> None:
@@ -533,6 +536,8 @@ class GraphExecutor:
         pending = self.pending_storages()
         if pending:
             self._execute(pending, [], "backend_change")
+        for hook in self.backend_change_hooks:
+            hook()
         moves: list[tuple[Storage, Output]] = []
         device = new.default_device()
         for s in self.live_storages():

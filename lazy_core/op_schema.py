@@ -49,6 +49,9 @@ _CPU_DTYPE_CHECKED = {
     "convolution", "_convolution", "index_put", "index_put_", "index_add", "index_copy",
     "nll_loss_forward", "nll_loss2d_forward", "nll_loss_backward", "nll_loss2d_backward",
     "native_layer_norm", "native_group_norm",
+    # Not a dtype mix: ``int_tensor ** -1`` raises on the CPU ("Integers to
+    # negative integer powers are not allowed") and passes on meta.
+    "pow",
 }
 
 

@@ -378,6 +378,16 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
 _INDEX_ARGS = ("index", "indices")
 
 
+def _negative_integer_power(op: Any, margs: tuple) -> bool:
+    """``pow(int_tensor, negative int)``, which the CPU kernel refuses and meta accepts."""
+    if len(margs) < 2 or op._schema.name != "aten::pow":
+        return False
+    base, exponent = margs[0], margs[1]
+    if isinstance(base, torch.Tensor) and not base.is_floating_point() and not base.is_complex():
+        return isinstance(exponent, int) and not isinstance(exponent, bool) and exponent < 0
+    return False
+
+
 def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict) -> None:
     """Raise the CPU kernel's own error for an op whose meta kernel skips its
     dtype checks (``op_schema._CPU_DTYPE_CHECKED``), when its tensor operands
@@ -397,7 +407,7 @@ def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict) -> None:
     for name, a in mkwargs.items():
         if isinstance(a, torch.Tensor) and name not in _INDEX_ARGS:
             dtypes.add(a.dtype)
-    if len(dtypes) < 2:
+    if len(dtypes) < 2 and not _negative_integer_power(op, margs):
         return
 
     def cpu(x: Any) -> Any:

@@ -110,6 +110,15 @@ DECOMPOSED_OPS = (
     # sort put NaN in the middle). PyTorch propagates NaN and orders it above
     # every number; the decompositions below say so explicitly.
     *NAN_DECOMPOSED_OPS,
+    # ``int_tensor ** 2`` (and ``** 2.0``): torch-mlir lowers pow only for a
+    # floating-point base ("unimplemented: non-floating point dtype"; IREE:
+    # 'math.fpowi' on i64), so such graphs failed to compile. Decomposed only
+    # for a non-floating base (_ONLY_WHEN).
+    aten.pow.Tensor_Scalar,
+    # ``diagonal_scatter`` (an in-place update through ``x.diagonal()``):
+    # imported, but its lowering leaves a ``torch.constant.int`` that neither
+    # linalg nor IREE legalizes. Decomposed to a strided ``slice_scatter``.
+    aten.diagonal_scatter.default,
 )
 
 
@@ -258,6 +267,55 @@ def _avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor, kernel_size
     return out.reshape(*lead, height, width)
 
 
+def _pow_integer_base(x: torch.Tensor, exponent: Any) -> torch.Tensor:
+    """``pow`` with an integer or bool base and a constant exponent.
+
+    A floating result (``i ** 2.0``) is ``pow`` of the converted base. An
+    integer result is exponentiation by squaring, wrapping on overflow like
+    the CPU kernel (which squares too); a negative exponent never gets here
+    (the tracer raises PyTorch's error).
+    """
+    dtype = _result_dtype(x, exponent)
+    if dtype.is_floating_point or dtype.is_complex:
+        return aten.pow.Tensor_Scalar(x.to(dtype), exponent)
+    x = x.to(dtype)
+    n = int(exponent)
+    result = torch.ones_like(x)
+    while n > 0:
+        if n & 1:
+            result = result * x
+        n >>= 1
+        if n:
+            x = x * x
+    return result
+
+
+def _diagonal_scatter(x: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0,
+                      dim2: int = 1) -> torch.Tensor:
+    """``diagonal_scatter`` as a ``slice_scatter`` with a step.
+
+    With ``dim1``/``dim2`` moved last and flattened together (``rows * cols``
+    elements), diagonal ``offset`` is the slice starting at ``offset`` (above
+    the main diagonal) or ``-offset * cols`` (below) with step ``cols + 1``.
+    """
+    d1, d2 = dim1 % x.dim(), dim2 % x.dim()
+    moved = torch.movedim(x, (d1, d2), (-2, -1))
+    rows, cols = moved.shape[-2:]
+    n = src.shape[-1]
+    if n == 0:
+        return x.clone()
+    start = offset if offset >= 0 else -offset * cols
+    flat = moved.reshape(*moved.shape[:-2], rows * cols)
+    flat = aten.slice_scatter(flat, src.to(x.dtype), -1, start, start + (n - 1) * (cols + 1) + 1, cols + 1)
+    return torch.movedim(flat.reshape(moved.shape), (-2, -1), (d1, d2))
+
+
+def _integer_base(node: Node) -> bool:
+    base = node.args[0]
+    meta = base.meta if isinstance(base, Output) else None
+    return meta is not None and not meta.dtype.is_floating_point and not meta.dtype.is_complex
+
+
 def canonical_args(node: Node, args: tuple) -> tuple:
     """``args`` of ``node`` with constants the compilers mishandle made canonical.
 
@@ -288,6 +346,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
     table[aten.index_put.default] = _index_put_mask
     table[aten._index_put_impl.default] = _index_put_mask
+    table[aten.pow.Tensor_Scalar] = _pow_integer_base
+    table[aten.diagonal_scatter.default] = _diagonal_scatter
     table.update(_nan_table())
     return table
 
@@ -300,6 +360,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.index_put.default: _mask_indexed,
     aten._index_put_impl.default: _mask_indexed,
     aten.eq.Tensor: lambda node: _same_value(node.args[0], node.args[1]),
+    aten.pow.Tensor_Scalar: _integer_base,
 }
 
 

@@ -4,7 +4,7 @@
 into backend-generic tests; by default every backend that can run here:
 ``eager``, ``reference``, ``iree-cpu`` and ``iree-vulkan`` when a Vulkan
 driver is present. A backend that cannot run skips with the reason.
-``broken`` (fixtures/broken_backend.py, compile always raises) is registered
+``broken`` (broken_backend.py, compile always raises) is registered
 for test_strict_suite.py.
 
 Strict by default: every test runs with ``LAZY_STRICT=1``, so a graph that
@@ -31,7 +31,8 @@ if ROOT not in sys.path and os.path.isdir(os.path.join(ROOT, "lazy_core")):  # a
 import lazy_core  # noqa: E402
 from lazy_core import metrics  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, "test", "fixtures"))
+# A plain module beside this file (shipped in the wheel's lazy_mlir.tests).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from broken_backend import BrokenBackend  # noqa: E402
 
 lazy_core.register_backend("broken", BrokenBackend)

@@ -1,7 +1,7 @@
 """The suite can see a backend that compiles nothing.
 
 Run the backend-generic tests (test_semantics, test_training, test_losses)
-on ``broken`` (fixtures/broken_backend.py: a real backend whose compile
+on ``broken`` (test/broken_backend.py: a real backend whose compile
 always raises) in a subprocess, and count: at least 90% must fail. Before
 strict mode, 27 of 44 passed, because a graph that failed to compile ran
 eagerly on the CPU with only a warning, so every value still matched.

@@ -28,10 +28,12 @@ import struct
 
 import torch
 
-#: torch-dialect element types whose splat literal we can write exactly.
+#: torch-dialect element types whose splat literal we can write exactly. Not
+#: ``ui8``: ``torch.vtensor.literal`` infers ``si8`` from a ``ui8`` attribute
+#: (torch-mlir 20261001) and the module no longer verifies; uint8 fills stay fills.
 _DTYPES = {
     "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-    "si64": torch.int64, "si32": torch.int32, "si16": torch.int16, "si8": torch.int8, "ui8": torch.uint8,
+    "si64": torch.int64, "si32": torch.int32, "si16": torch.int16, "si8": torch.int8,
     "i1": torch.bool,
 }
 _FILL_OPS = ("torch.aten.fill.Scalar", "torch.aten.zero")
