@@ -119,6 +119,11 @@ DECOMPOSED_OPS = (
     # imported, but its lowering leaves a ``torch.constant.int`` that neither
     # linalg nor IREE legalizes. Decomposed to a strided ``slice_scatter``.
     aten.diagonal_scatter.default,
+    # ``bool_tensor + True``: torch-mlir lowers it as i1 addition, where
+    # 1 + 1 wraps to 0 (eager: True). Decomposed to a logical or only for a
+    # bool tensor plus a Python bool (_ONLY_WHEN); bool + bool tensors are right.
+    aten.add.Tensor,
+    aten.add.Scalar,
 )
 
 
@@ -310,6 +315,19 @@ def _diagonal_scatter(x: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1:
     return torch.movedim(flat.reshape(moved.shape), (-2, -1), (d1, d2))
 
 
+def _bool_add(x: torch.Tensor, other: bool, alpha: Any = 1) -> torch.Tensor:
+    """``x + other * alpha`` for a bool ``x`` and Python bool ``other``: a logical or."""
+    if other and alpha:
+        return torch.logical_or(x, torch.ones_like(x))
+    return x.clone()
+
+
+def _bool_plus_python_bool(node: Node) -> bool:
+    x, other = node.args[0], node.args[1] if len(node.args) > 1 else None
+    return (isinstance(x, Output) and x.meta is not None and x.meta.dtype == torch.bool
+            and isinstance(other, bool) and node.metas[0] is not None and node.metas[0].dtype == torch.bool)
+
+
 def _integer_base(node: Node) -> bool:
     base = node.args[0]
     meta = base.meta if isinstance(base, Output) else None
@@ -348,6 +366,8 @@ def _table() -> dict[Any, Callable]:
     table[aten._index_put_impl.default] = _index_put_mask
     table[aten.pow.Tensor_Scalar] = _pow_integer_base
     table[aten.diagonal_scatter.default] = _diagonal_scatter
+    table[aten.add.Tensor] = _bool_add
+    table[aten.add.Scalar] = _bool_add
     table.update(_nan_table())
     return table
 
@@ -361,6 +381,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._index_put_impl.default: _mask_indexed,
     aten.eq.Tensor: lambda node: _same_value(node.args[0], node.args[1]),
     aten.pow.Tensor_Scalar: _integer_base,
+    aten.add.Tensor: _bool_plus_python_bool,
+    aten.add.Scalar: _bool_plus_python_bool,
 }
 
 
