@@ -216,6 +216,37 @@ def test_error_surfaces_at_the_read_not_at_mark_step(checked: lazy_core.BackendI
 
 
 @pytest.mark.parametrize("checked", _in_process_backends(), indirect=True)
+def test_other_outputs_of_a_failed_step_raise_its_error(checked: lazy_core.BackendImpl) -> None:
+    """Every output of the step whose check failed is unusable, read or used (the placeholder
+    that carries the error was built with a wrong call and silently skipped until a regression)."""
+    x = torch.arange(4.0).to("lazy")
+    bad = x.index_select(0, torch.tensor([0, 7]).to("lazy"))
+    other = x * 2  # same step, no bad index of its own
+    lazy_core.mark_step()
+    with pytest.raises(IndexError):
+        bad.cpu()
+    with pytest.raises(IndexError, match="out of range"):
+        other.cpu()
+    with pytest.raises(RuntimeError, match="failed execution"):
+        (bad + 1).cpu()
+    torch.testing.assert_close((x + 1).cpu(), torch.arange(1.0, 5.0))  # x came before the step: good
+    del bad, other
+    gc.collect()
+
+
+@pytest.mark.parametrize("checked", _in_process_backends(), indirect=True)
+def test_a_clean_check_does_not_follow_a_backend_change(checked: lazy_core.BackendImpl) -> None:
+    """A backend change settles the checks: a zero accumulator is dropped, not moved (moved, it
+    was a new value and the next ``wait_device_ops()`` read it from the device again)."""
+    w = torch.randn(5, 3).to("lazy")
+    torch.testing.assert_close(w.index_select(0, torch.tensor([1]).to("lazy")).cpu(), w.cpu()[[1]])
+    use_backend("eager" if checked.name != "eager" else "reference")
+    lazy_core.metrics.reset()
+    lazy_core.wait_device_ops()
+    assert lazy_core.metrics.counter("transfer_to_host_bytes") == 0
+
+
+@pytest.mark.parametrize("checked", _in_process_backends(), indirect=True)
 def test_wait_device_ops_reports_a_failed_check(checked: lazy_core.BackendImpl) -> None:
     a = torch.tensor([4, 5]).to("lazy")
     _ = a // torch.tensor([0, 1]).to("lazy")
