@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from lazy_core import config
-from lazy_core.backend import BackendData, BackendDevice, CompileError
+from lazy_core.backend import BackendData, BackendDevice
 from lazy_core.graph import LazyGraph
 from lazy_mlir import lowering
 
@@ -36,7 +36,6 @@ _NP_DTYPES: dict[torch.dtype, Any] = {
     torch.float32: np.float32,
     torch.float64: np.float64,
     torch.float16: np.float16,
-    torch.bfloat16: np.int16,  # same bits; numpy has no bfloat16
     torch.int64: np.int64,
     torch.int32: np.int32,
     torch.int16: np.int16,
@@ -45,7 +44,7 @@ _NP_DTYPES: dict[torch.dtype, Any] = {
     torch.bool: np.bool_,
 }
 _TOKEN_DTYPES = {
-    "mrf16": np.float16, "mrf32": np.float32, "mrf64": np.float64, "mrbf16": np.int16,
+    "mrf16": np.float16, "mrf32": np.float32, "mrf64": np.float64,
     "mri1": np.bool_, "mri8": np.int8, "mri16": np.int16, "mri32": np.int32, "mri64": np.int64,
     "mrui8": np.uint8,
 }
@@ -158,7 +157,7 @@ class ReferenceExecutable:
         self._inputs = set()
         for t in inputs:
             t = t.contiguous()
-            arr = t.numpy() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy()
+            arr = t.numpy()
             keep.append(arr)
             self._inputs.add(t.data_ptr())
             ffi_args.append(ctypes.pointer(ctypes.pointer(get_unranked_memref_descriptor(arr))))
@@ -168,14 +167,8 @@ class ReferenceExecutable:
         self._result = None
         if results is None and self.n_results:
             raise RuntimeError(f"{self.func_name} produced no results")
-        out = []
-        for r, dtype in zip(results or [], result_dtypes):
-            if dtype == torch.bfloat16:
-                r = r.view(torch.bfloat16)
-            elif r.dtype != dtype:
-                r = r.to(dtype)
-            out.append(r)
-        return out
+        # i1 results come back as numpy bools already; bf16 ones as f32 carriers.
+        return [lowering.from_carrier(r, dtype) for r, dtype in zip(results or [], result_dtypes)]
 
 
 class ReferenceBackend(MlirBackend):
@@ -189,25 +182,23 @@ class ReferenceBackend(MlirBackend):
         self.runtime_checks = runtime_checks
 
     def cache_key(self) -> str:
-        return f"reference-O{self.opt_level}-checks{int(self.runtime_checks)}"
+        return f"reference-O{self.opt_level}-checks{int(self.runtime_checks)}-bf16casts"
 
     def supports_op(self, op: Any) -> bool:
         return super().supports_op(op)
 
     def lower(self, graph: LazyGraph) -> lowering.Computation:
-        # The RefBackend calling convention has no bf16 buffers: widen at the boundary.
-        return lowering.lower_graph(graph, boundary_casts={torch.bfloat16: torch.float32})
+        # bf16 computed as PyTorch does (f32, rounded per op; lowering.bf16), rounded
+        # by bf16 round trips: torch-mlir's linalg conversion has no aten.view.dtype
+        # for "bits", and the pipeline's arith-expand lowers the round trips to
+        # integer code, so the JIT needs no __truncsfbf2 (compiler-rt). bf16
+        # crosses the boundary as f32 values: the RefBackend calling convention
+        # has no bf16 memrefs.
+        return lowering.lower_graph(graph, emulate_bf16="casts")
 
     def compile(self, computations: Sequence[lowering.Computation]) -> list[Any]:
         out = []
         for comp in computations:
-            if "bf16" in comp.mlir:
-                # LLVM soft-promotes bf16 through compiler-rt's __truncsfbf2,
-                # which MLIR's JIT does not provide.
-                raise CompileError(
-                    f"reference backend: bfloat16 is not supported by the MLIR JIT (graph {comp.func_name}); "
-                    "use iree-cpu for bf16"
-                )
             linalg = self.lower_to_target(comp)
             llvm = lowering.pipelines.run_pipeline(linalg, _refback_pipeline(self.runtime_checks), "llvm")
             out.append(self._executable(llvm.module, comp))
@@ -246,7 +237,6 @@ class ReferenceBackend(MlirBackend):
     def execute_computation(
         self, executable: Any, arguments: Sequence[BackendData], device: BackendDevice
     ) -> list[BackendData]:
-        inputs = [a.handle if a.handle.dtype == d else a.handle.to(d)
-                  for a, d in zip(arguments, executable.arg_dtypes)]
+        inputs = [lowering.to_carrier(a.handle, d) for a, d in zip(arguments, executable.arg_dtypes)]
         results = executable(inputs, executable.result_dtypes)
         return [BackendData(r, r.shape, r.dtype, device) for r in results]

@@ -3,7 +3,7 @@
 Knows lazy_core's IR and torch-mlir; knows no backend.
 """
 
-from .computation import ArgInfo, Computation, ResultInfo
+from .computation import ArgInfo, Computation, ResultInfo, from_carrier, to_carrier
 from .context import LoweringContext, lower_graph, mlir_context
 from .errors import LoweringError
 from .pipelines import TARGETS, explain, lower, pipeline_for
@@ -12,5 +12,6 @@ from .version import version_key
 
 __all__ = [
     "ArgInfo", "Computation", "can_lower", "explain", "LoweringContext", "LoweringError", "ResultInfo", "TARGETS",
-    "is_importable", "lower", "lower_graph", "mlir_context", "pipeline_for", "version_key",
+    "from_carrier", "is_importable", "lower", "lower_graph", "mlir_context", "pipeline_for", "to_carrier",
+    "version_key",
 ]

@@ -13,12 +13,18 @@ import torch
 
 @dataclass(frozen=True)
 class ArgInfo:
-    """One function argument: which graph input it is and its type."""
+    """One function argument: which graph input it is and its type.
+
+    ``dtype`` is what the function boundary carries; ``logical_dtype``, when
+    set, is the tensor's own dtype. A bf16 tensor's int16 carrier holds its
+    bits, any other carrier its value (bf16 as f32): ``to_carrier`` and
+    ``from_carrier`` convert host tensors either way.
+    """
 
     kind: str  # "device_data" or "scalar_pack" (every scalar parameter of one dtype, 1-D)
     shape: tuple[int, ...]
     dtype: torch.dtype
-    #: The tensor's own dtype when the function boundary uses a wider one.
+    #: The tensor's own dtype when the function boundary carries another (see above).
     logical_dtype: torch.dtype | None = None
 
 
@@ -141,6 +147,26 @@ class Computation:
         ins = ", ".join(f"{a.kind}{fmt(a.shape, a.dtype)}" for a in self.args)
         outs = ", ".join(fmt(r.shape, r.dtype) for r in self.results)
         return f"@{self.func_name}({ins}) -> ({outs})"
+
+
+#: Dtype pairs whose carrier holds the bits, not the value (numpy, hence most
+#: runtimes' host side, has no bfloat16).
+_BIT_CARRIERS = {(torch.bfloat16, torch.int16), (torch.int16, torch.bfloat16)}
+
+
+def to_carrier(t: torch.Tensor, carrier: torch.dtype) -> torch.Tensor:
+    """Host tensor ``t`` as a boundary ``carrier`` of that dtype: bf16's bits
+    as int16, any other pair by value (bf16 -> f32, exact)."""
+    if t.dtype == carrier:
+        return t
+    if (t.dtype, carrier) in _BIT_CARRIERS:
+        return t.contiguous().view(carrier)
+    return t.to(carrier)
+
+
+def from_carrier(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The ``dtype`` tensor that boundary carrier ``t`` holds (``to_carrier`` undone)."""
+    return to_carrier(t, dtype)
 
 
 def _dtype_name(dtype: torch.dtype | None) -> str | None:

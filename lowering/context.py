@@ -27,8 +27,9 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from lazy_core import metrics
 from lazy_core.graph import LazyGraph
-from lazy_core.ir import Node, Output, TensorMeta
+from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
+from . import bf16
 from .computation import ArgInfo, Computation, ResultInfo
 from .decompositions import DECOMPOSED_OPS, canonical_args
 from .decompositions import inline as inline_decomposition
@@ -98,16 +99,28 @@ def _stack_trace(node: Node) -> str | None:
 class LoweringContext:
     """Builds one Computation from one LazyGraph."""
 
-    def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None) -> None:
+    def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
+                 emulate_bf16: str | None = None) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
-        f32 for runtimes that cannot pass bf16 buffers); casts happen inside."""
+        f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
+
+        ``emulate_bf16`` ("bits" or "casts", see ``lowering.bf16``) computes
+        every bf16 value in f32, rounded to bf16 after each op, for compilers
+        that do not compute bf16 as PyTorch does."""
         self.graph = graph
         self.boundary_casts = boundary_casts or {}
+        self.emulate_bf16 = bf16.check_mode(emulate_bf16)
+        if self.emulate_bf16 and torch.bfloat16 in self.boundary_casts:
+            raise ValueError("bf16 is either emulated or cast at the boundary, not both")
         self._values: dict[tuple[int, int], Any] = {}
         self._fx = Graph()
         # Float scalar parameters' item nodes -> their element select, and the
         # int versions made from them (see _int_scalars).
         self._float_selects: dict[Any, Any] = {}
+        # Every scalar parameter's item node -> its element select, and bf16-rounded
+        # versions of the items (bf16 emulation, see _round_bf16_operands).
+        self._selects: dict[Any, Any] = {}
+        self._bf16_items: dict[Any, Any] = {}
         self._int_items: dict[Any, Any] = {}
 
     def _value(self, out: Output) -> Any:
@@ -122,7 +135,24 @@ class LoweringContext:
             return tuple(self._map(v) for v in x)
         if isinstance(x, torch.device):
             return None
+        if self.emulate_bf16 and isinstance(x, torch.dtype):
+            return bf16.swap_dtype(x)
         return x
+
+    def _meta(self, out: Output) -> TensorMeta:
+        """``out``'s type in the computation (f32 for bf16 under emulation)."""
+        return bf16.emulated(out.meta) if self.emulate_bf16 else out.meta
+
+    def _emit(self, op: Any, args: tuple, kwargs: dict, meta: TensorMeta, trace: str | None = None) -> Any:
+        """One FX call of ``op`` typed by ``meta``."""
+        call = self._fx.call_function(op, args, kwargs)
+        _set_meta(call, _meta_tensor(meta))
+        if trace:
+            call.meta["stack_trace"] = trace
+        return call
+
+    def _emitter(self, trace: str | None) -> bf16.Emit:
+        return lambda op, args, kwargs, meta: self._emit(op, args, kwargs, meta, trace)
 
     def build_fx(self) -> Graph:
         g = self._fx
@@ -134,7 +164,15 @@ class LoweringContext:
             meta = leaf.metas[0]
             ph = g.placeholder(f"arg{len(args)}")
             _set_meta(ph, _meta_tensor(meta))
-            if meta.dtype in self.boundary_casts:
+            if self.emulate_bf16 and meta.dtype == torch.bfloat16:
+                carrier = bf16.carrier_dtype(self.emulate_bf16)
+                _set_meta(ph, _meta_tensor(meta._replace(dtype=carrier)))
+                value = ph
+                if carrier != bf16.COMPUTE_DTYPE:
+                    value = bf16.from_bits(self._emitter(_stack_trace(leaf)), ph, meta)
+                self._values[id(leaf), 0] = value
+                args.append(ArgInfo("device_data", meta.shape, carrier, logical_dtype=meta.dtype))
+            elif meta.dtype in self.boundary_casts:
                 wide = self.boundary_casts[meta.dtype]
                 _set_meta(ph, torch.empty_strided(meta.shape, meta.stride, dtype=wide, device="meta"))
                 cast = g.call_function(torch.ops.aten._to_copy.default, (ph,), {"dtype": meta.dtype})
@@ -160,47 +198,37 @@ class LoweringContext:
                 if leaf.location is not None:
                     select.meta["stack_trace"] = item.meta["stack_trace"] = _stack_trace(leaf)
                 self._values[id(leaf), 0] = item
+                self._selects[item] = select
                 if dtype.is_floating_point:
                     self._float_selects[item] = select
         self._args = args
         for node in self.graph.nodes:
-            if node.op in DECOMPOSED_OPS:  # no lowering past the torch dialect: inline its decomposition
-                inlined = inline_decomposition(g, node, self._value, _stack_trace(node))
-                if inlined is not None:
-                    for i, v in enumerate(inlined):
-                        if v is not None:
-                            self._values[id(node), i] = v
-                    continue
-            call_args = canonical_args(node, self._map(node.args))
-            call_kwargs = {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)}
-            if self._float_selects and node.op in _CASTS_SCALAR_TO_SELF:
-                call_args, call_kwargs = self._int_scalars(node, call_args, call_kwargs)
-            call = g.call_function(node.op, call_args, call_kwargs)
             trace = _stack_trace(node)
-            if trace:
-                call.meta["stack_trace"] = trace
-            returns = node.op._schema.returns
-            single = len(returns) == 1 and str(returns[0].type) == "Tensor"
-            if single:
-                _set_meta(call, _meta_tensor(node.metas[0]))
-                self._values[id(node), 0] = call
-            else:
-                vals = tuple(_fake_tensor(m) if m is not None else None for m in node.metas)
-                call.meta["val"] = vals
-                for i, m in enumerate(node.metas):
-                    if m is None:
-                        continue
-                    item = g.call_function(operator.getitem, (call, i))
-                    _set_meta(item, vals[i])
-                    if trace:
-                        item.meta["stack_trace"] = trace
-                    self._values[id(node), i] = item
+            if self.emulate_bf16 and node.op is _VIEW_DTYPE and _views_bf16(node):
+                self._values[id(node), 0] = self._emulated_view_dtype(node, trace)
+                continue
+            values = None
+            if node.op in DECOMPOSED_OPS:  # no lowering past the torch dialect: inline its decomposition
+                constant = bf16.swap_dtype if self.emulate_bf16 else (lambda x: x)
+                values = inline_decomposition(g, node, self._value, trace, meta=self._meta, constant=constant)
+            if values is None:
+                values = self._call(node, trace)
+            if self.emulate_bf16:
+                values = self._round_bf16_results(node, values, trace)
+            for i, v in enumerate(values):
+                if v is not None:
+                    self._values[id(node), i] = v
         outs = []
         self._results = []
         for o in self.graph.outputs:
             value, meta = self._value(o), o.meta
             wide = self.boundary_casts.get(meta.dtype)
-            if wide is not None:
+            if self.emulate_bf16 and meta.dtype == torch.bfloat16:
+                carrier = bf16.carrier_dtype(self.emulate_bf16)
+                if carrier != bf16.COMPUTE_DTYPE:
+                    value = bf16.to_bits(self._emitter(None), value, meta)
+                self._results.append(ResultInfo(meta.shape, carrier, logical_dtype=meta.dtype))
+            elif wide is not None:
                 value = g.call_function(torch.ops.aten._to_copy.default, (value,), {"dtype": wide})
                 _set_meta(value, torch.empty(meta.shape, dtype=wide, device="meta"))
                 self._results.append(ResultInfo(meta.shape, wide, logical_dtype=meta.dtype))
@@ -209,6 +237,118 @@ class LoweringContext:
             outs.append(value)
         g.output(tuple(outs))
         return g
+
+    def _call(self, node: Node, trace: str | None) -> list[Any]:
+        """``node`` as one FX call; one FX value (or None) per result."""
+        g = self._fx
+        call_args = canonical_args(node, self._map(node.args))
+        call_kwargs = {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)}
+        if self._float_selects and node.op in _CASTS_SCALAR_TO_SELF:
+            call_args, call_kwargs = self._int_scalars(node, call_args, call_kwargs)
+        if self.emulate_bf16 and node.metas and node.metas[0] is not None and node.metas[0].dtype == torch.bfloat16:
+            call_args, call_kwargs = self._round_bf16_operands(node, call_args, call_kwargs, trace)
+        metas = [bf16.emulated(m) if self.emulate_bf16 and m is not None else m for m in node.metas]
+        returns = node.op._schema.returns
+        if len(returns) == 1 and str(returns[0].type) == "Tensor":
+            return [self._emit(node.op, call_args, call_kwargs, metas[0], trace)]
+        call = g.call_function(node.op, call_args, call_kwargs)
+        if trace:
+            call.meta["stack_trace"] = trace
+        vals = tuple(_fake_tensor(m) if m is not None else None for m in metas)
+        call.meta["val"] = vals
+        values: list[Any] = []
+        for i, m in enumerate(metas):
+            if m is None:
+                values.append(None)
+                continue
+            item = g.call_function(operator.getitem, (call, i))
+            _set_meta(item, vals[i])
+            if trace:
+                item.meta["stack_trace"] = trace
+            values.append(item)
+        return values
+
+    def _round_bf16_operands(self, node: Node, args: tuple, kwargs: dict, trace: str | None) -> tuple[tuple, dict]:
+        """``args``/``kwargs`` of a bf16-result op with the operands PyTorch rounds to
+        bf16 first rounded (``bf16.ROUNDS_OPERANDS``): tensors of another dtype,
+        and for some ops Python scalars and scalar parameters."""
+        scalars = node.op in bf16.ROUNDS_OPERANDS
+        if not scalars and node.op not in bf16.ROUNDS_TENSOR_OPERANDS:
+            return args, kwargs
+        emit = self._emitter(trace)
+
+        def conv(lazy_arg: Any, x: Any) -> Any:
+            if isinstance(lazy_arg, Output) and not isinstance(lazy_arg.node, ScalarParam):
+                meta = lazy_arg.meta
+                if meta.dtype in (torch.bfloat16, torch.bool) or meta.dtype.is_complex:
+                    return x
+                if not scalars and not meta.shape:
+                    return x  # mul/div read a 0-d tensor unrounded
+                f32 = meta._replace(dtype=torch.float32)
+                if meta.dtype != torch.float32:
+                    x = emit(torch.ops.aten._to_copy.default, (x,), {"dtype": torch.float32}, f32)
+                return bf16.round_value(emit, x, f32, self.emulate_bf16)
+            if not scalars or isinstance(x, bool):
+                return x
+            if isinstance(x, int | float):
+                return bf16.round_literal(x)
+            return self._bf16_item(x, trace)
+
+        args = tuple(conv(a, x) for a, x in zip(node.args, args)) + args[len(node.args):]
+        return args, {k: conv(node.kwargs.get(k), v) for k, v in kwargs.items()}
+
+    def _bf16_item(self, item: Any, trace: str | None) -> Any:
+        """Scalar parameter ``item`` rounded to bf16 while still a tensor, read back as a
+        Python float (one per parameter); anything else unchanged."""
+        select = self._selects.get(item)
+        if select is None:
+            return item
+        rounded = self._bf16_items.get(item)
+        if rounded is None:
+            emit = self._emitter(trace)
+            scalar = TensorMeta((), torch.float32, ())
+            x = emit(torch.ops.aten._to_copy.default, (select,), {"dtype": torch.float32}, scalar)
+            x = bf16.round_value(emit, x, scalar, self.emulate_bf16)
+            rounded = self._fx.call_function(torch.ops.aten.item.default, (x,))
+            rounded.meta["val"] = float(bf16.round_literal(item.meta["val"]))
+            if trace:
+                rounded.meta["stack_trace"] = trace
+            self._bf16_items[item] = rounded
+        return rounded
+
+    def _round_bf16_results(self, node: Node, values: list[Any], trace: str | None) -> list[Any]:
+        """``values`` (f32) with each result that ``node`` makes in bf16 rounded to bf16,
+        as PyTorch rounds every bf16 op's result (``lowering.bf16``)."""
+        first = node.args[0] if node.args else None
+        if node.op in bf16.PRESERVES_VALUES and isinstance(first, Output) and first.meta.dtype == torch.bfloat16:
+            return values  # elements of a bf16 operand: exact already
+        emit = self._emitter(trace)
+        return [bf16.round_value(emit, v, m, self.emulate_bf16)
+                if v is not None and m is not None and m.dtype == torch.bfloat16 else v
+                for v, m in zip(values, node.metas)]
+
+    def _emulated_view_dtype(self, node: Node, trace: str | None) -> Any:
+        """``x.view(dtype)`` between bf16 and a 16-bit dtype under bf16 emulation:
+        the bf16 side is f32 here, so the bits go through ``bf16.to_bits`` /
+        ``bf16.from_bits``. Other views of bf16 change the shape: not emulated."""
+        source, target = node.args[0], node.args[1]
+        meta = node.metas[0]
+        if source.meta.dtype == target:
+            return self._value(source)
+        others = {source.meta.dtype, target} - {torch.bfloat16}
+        other = others.pop() if others else None
+        if self.emulate_bf16 != "bits" or other not in (torch.int16, torch.float16):
+            raise LoweringError(
+                f"bf16 emulation ({self.emulate_bf16}) cannot lower {node.name} from {source.meta.dtype} "
+                f"to {target} (graph {self.graph.name})", node=node)
+        emit = self._emitter(trace)
+        x = self._value(source)
+        if target == torch.bfloat16:
+            if other != torch.int16:
+                x = bf16.bitcast(emit, x, source.meta, torch.int16)
+            return bf16.from_bits(emit, x, meta)
+        bits = bf16.to_bits(emit, x, source.meta)
+        return bits if other == torch.int16 else bf16.bitcast(emit, bits, meta._replace(dtype=torch.int16), other)
 
     def _int_scalars(self, node: Node, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """A float scalar parameter that an op casts to its integer result type
@@ -266,6 +406,15 @@ class LoweringContext:
         )
 
 
+_VIEW_DTYPE = torch.ops.aten.view.dtype
+
+
+def _views_bf16(node: Node) -> bool:
+    """Whether ``node`` (an ``aten.view.dtype``) reinterprets bf16 bits, either way."""
+    source = node.args[0]
+    return isinstance(source, Output) and torch.bfloat16 in (source.meta.dtype, node.args[1])
+
+
 #: Ops that cast their Scalar argument to ``self``'s dtype (the value fills
 #: or pads an integer tensor): a float scalar parameter feeding one with an
 #: integer result is passed as an int (``LoweringContext._int_scalars``).
@@ -290,6 +439,7 @@ def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:
     return None
 
 
-def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None) -> Computation:
-    """LazyGraph -> torch-dialect Computation."""
-    return LoweringContext(graph, boundary_casts).build()
+def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
+                emulate_bf16: str | None = None) -> Computation:
+    """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
+    return LoweringContext(graph, boundary_casts, emulate_bf16).build()

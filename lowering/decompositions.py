@@ -21,7 +21,7 @@ import torch
 from torch.fx import Graph
 from torch.fx import Node as FxNode
 
-from lazy_core.ir import Node, Output, ScalarParam
+from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 aten = torch.ops.aten
 
@@ -402,21 +402,25 @@ def decomposition(op: Any) -> Callable | None:
 _traced: dict[tuple, Any] = {}
 
 
-def _shape_key(x: Any) -> Any:
+def _shape_key(x: Any, constant: Callable[[Any], Any] = lambda x: x) -> Any:
     if isinstance(x, Output):
         return ("T", x.meta)
     if isinstance(x, list | tuple):
-        return tuple(_shape_key(v) for v in x)
+        return tuple(_shape_key(v, constant) for v in x)
     if isinstance(x, dict):
-        return tuple((k, _shape_key(v)) for k, v in x.items())
-    return repr(x)
+        return tuple((k, _shape_key(v, constant)) for k, v in x.items())
+    return repr(constant(x))
 
 
-def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace: str | None) -> list[Any] | None:
+def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace: str | None,
+           meta: Callable[[Output], TensorMeta] = lambda o: o.meta,
+           constant: Callable[[Any], Any] = lambda x: x) -> list[Any] | None:
     """Append ``node``'s decomposition to ``g``; one FX value (or None) per result.
 
     Returns None when the node cannot be decomposed here (a scalar parameter
-    among its operands): the caller then emits the op itself.
+    among its operands): the caller then emits the op itself. ``meta`` types
+    each operand and ``constant`` maps each non-tensor argument, as the
+    computation has them (bf16 emulation computes bf16 operands in f32).
     """
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -445,16 +449,16 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
                 return next(it)
             if isinstance(x, list | tuple):
                 return type(x)(sub(v) for v in x)
-            return x
+            return constant(x)
 
         return decomp(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
 
     # Tracing costs tens of ms; a training step repeats the same few shapes.
-    key = (node.op, _shape_key(node.args), _shape_key(node.kwargs))
+    metas = [meta(o) for o in operands]
+    key = (node.op, _shape_key(node.args, constant), _shape_key(node.kwargs, constant), tuple(metas))
     traced = _traced.get(key)
     if traced is None:
-        examples = [torch.empty_strided(o.meta.shape, o.meta.stride, dtype=o.meta.dtype, device="meta")
-                    for o in operands]
+        examples = [torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta") for m in metas]
         traced = make_fx(run, decomposition_table=_NESTED, tracing_mode="fake")(*examples)
         if len(_traced) < 1024:
             _traced[key] = traced

@@ -60,10 +60,7 @@ def _run(name: str, dtype: torch.dtype, lazy: bool) -> tuple[torch.Tensor, list[
 
 @pytest.mark.parametrize("dtype", LOW, ids=["bf16", "fp16"])
 @pytest.mark.parametrize("name", list(OPS))
-def test_autocast_op_matches_cpu_autocast(backend, request, name: str, dtype: torch.dtype) -> None:
-    if request.node.callspec.params["backend"] == "reference" and dtype == torch.bfloat16 and name != "relu_plain":
-        request.applymarker(pytest.mark.xfail(strict=True, raises=lazy_core.CompileError, reason=(
-            "reference backend: MLIR's JIT lacks __truncsfbf2, bf16 graphs do not compile (issue 18)")))
+def test_autocast_op_matches_cpu_autocast(backend, name: str, dtype: torch.dtype) -> None:
     want, want_grads = _run(name, dtype, lazy=False)
     got, got_grads = _run(name, dtype, lazy=True)
     assert got.dtype == want.dtype, f"{name}: lazy {got.dtype}, CPU autocast {want.dtype}"

@@ -33,11 +33,14 @@ hands the argument's buffer view out as the result. An argument buffer that
 is shared (a memoized scalar, or the same view passed twice) gets a private
 copy first, so donation never changes what another tensor reads.
 
-dtypes: f32, f16, bf16, i64, i32, i16, i8, u8, bool and 0-d tensors run as
-is. f64 is computed in f64: IREE's default f64->f32 demotion is switched off
-because it breaks the function boundary (see ``config``). Results are read
-back by their buffer view's element type and converted to the graph's dtype
-if the two differ.
+dtypes: f32, f16, i64, i32, i16, i8, u8, bool and 0-d tensors run as
+is. bf16 is computed in f32 and rounded to bf16 after each op, as PyTorch
+does (``lowering.bf16``; why in ``config``): bf16 buffers stay bf16 on the
+device and are passed to the compiled function retagged as int16, its
+int16 results retagged as bf16. f64 is computed in f64: IREE's default
+f64->f32 demotion is switched off because it breaks the function boundary
+(see ``config``). Results are read back by their buffer view's element type
+and converted to the graph's dtype if the two differ.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ import torch
 
 from lazy_core import metrics
 from lazy_core.backend import BackendData, BackendDevice, CompileError
+from lazy_core.graph import LazyGraph
 from lazy_mlir import lowering
 
 from ..disk_cache import DiskCache
@@ -89,13 +93,19 @@ class SharedScalarData(BackendData):
 class IreeExecutableHandle:
     """What ``compile`` returns: the loaded module plus the graph's result types."""
 
-    __slots__ = ("exe", "result_types", "key", "written_args", "donated", "shared_results")
+    __slots__ = ("exe", "result_types", "key", "written_args", "donated", "shared_results", "arg_tags",
+                 "result_tags")
 
     def __init__(self, exe: IreeExecutable, result_types: list[tuple[tuple[int, ...], torch.dtype]], key: str,
-                 written_args: frozenset[int] = frozenset(), donated: dict[int, int] | None = None):
+                 written_args: frozenset[int] = frozenset(), donated: dict[int, int] | None = None,
+                 arg_tags: dict[int, torch.dtype] | None = None, result_tags: dict[int, torch.dtype] | None = None):
         self.exe = exe
         self.result_types = result_types
         self.key = key
+        #: Argument index -> the element type the function takes it as, where that is
+        #: not the tensor's own (bf16 passed as int16 bits); results: the tensor's own.
+        self.arg_tags: dict[int, torch.dtype] = arg_tags or {}
+        self.result_tags: dict[int, torch.dtype] = result_tags or {}
         #: Arguments the compiled code may write into: passed as private copies.
         self.written_args = written_args
         #: argument index -> result index written into that argument's buffer.
@@ -139,6 +149,10 @@ class IreeBackend(MlirBackend):
     def devices(self) -> list[BackendDevice]:
         return [BackendDevice(self.name, 0, self.config.device_uri)]
 
+    def lower(self, graph: LazyGraph) -> lowering.Computation:
+        """The torch-dialect computation, bf16 emulated as the target asks (see ``config``)."""
+        return lowering.lower_graph(graph, emulate_bf16=self.config.target.emulate_bf16)
+
     def unavailable_reason(self) -> str | None:
         """None if this backend can execute here, else what is missing."""
         return probe(self.config.target.driver, self.config.device_uri)
@@ -152,13 +166,15 @@ class IreeBackend(MlirBackend):
 
     def target_identity(self) -> str:
         """What decides the compiled code besides the MLIR: the config's key
-        (target backend, input forms, flags), the runtime driver, and the CPU
+        (target backend, input forms, flags), the runtime driver, how bf16 is
+        lowered (the graph cache skips lowering), and the CPU
         that ``--iree-llvmcpu-target-cpu=host`` resolves to here (see
         ``host_target``), so no cache hands code built for one CPU to another."""
         if self._target_identity is None:
             resolved = target_key(self.config.compile_flags, self._compiler_version, self.disk_cache)
             self._target_identity = "|".join(
-                [self.config.cache_key(), f"driver={self.config.target.driver}", resolved])
+                [self.config.cache_key(), f"driver={self.config.target.driver}", resolved,
+                 f"bf16={self.config.target.emulate_bf16}"])
         return self._target_identity
 
     def persistent_key(self) -> str:
@@ -339,12 +355,16 @@ class IreeBackend(MlirBackend):
         if exe is None or exe.func_name != computation.func_name:
             exe = self.runtime_device.load(vmfb, computation.func_name)
             memo_put(exe_memo, (uri, key), exe)
-        results = [(tuple(r.shape), r.dtype) for r in computation.results]
+        results = [(tuple(r.shape), r.logical_dtype or r.dtype) for r in computation.results]
+        arg_tags = {i: a.dtype for i, a in enumerate(computation.args)
+                    if a.logical_dtype is not None and a.logical_dtype != a.dtype}
+        result_tags = {i: r.logical_dtype for i, r in enumerate(computation.results)
+                       if r.logical_dtype is not None and r.logical_dtype != r.dtype}
         if written:
             metrics.counter_add("iree_protected_graphs")
         if applied:
             metrics.counter_add("iree_donating_graphs")
-        return IreeExecutableHandle(exe, results, key, written, applied)
+        return IreeExecutableHandle(exe, results, key, written, applied, arg_tags, result_tags)
 
     # -- the graph cache (MlirBackend): a second process skips lowering too -------------
     def executable_to_bytes(self, computation: lowering.Computation,
@@ -369,6 +389,8 @@ class IreeBackend(MlirBackend):
         self, executable: IreeExecutableHandle, arguments: Sequence[BackendData], device: BackendDevice
     ) -> list[BackendData]:
         views = [a.handle for a in arguments]
+        for i, dtype in executable.arg_tags.items():
+            views[i] = dtypes.retag(views[i], dtype)
         donated = executable.donated
         private = set(executable.written_args) - donated.keys()
         if donated:
@@ -398,6 +420,10 @@ class IreeBackend(MlirBackend):
             outs = list(outs)
             for i, view in zip(order, copies):
                 outs[i] = view
+        if executable.result_tags:
+            outs = list(outs)
+            for i, dtype in executable.result_tags.items():
+                outs[i] = dtypes.retag(outs[i], dtype)
         return [BackendData(v, shape, dtype, device) for v, (shape, dtype) in zip(outs, executable.result_types)]
 
 

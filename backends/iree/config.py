@@ -30,6 +30,18 @@ read when a backend is constructed:
 A user flag replaces a default flag of the same option (LLVM options may be
 given once). Flags change the compiled code, so they are part of the cache key.
 
+bfloat16 (every target): computed in f32 and rounded to bf16 after each op
+by integer code the lowering writes (``lowering.bf16``, mode ``"bits"``);
+bf16 buffers are passed to the compiled function as int16 views of the same
+bytes. IREE 3.13 given bf16 itself folds intermediate roundings away
+(``x.to(torch.bfloat16) + 1`` rounded once), accumulates bf16 reductions in
+bf16 (a 64000-element sum of values in [0, 1) gave 4096 instead of about
+32000 on llvm-cpu), fails to compile a bf16 softmax on llvm-cpu and any bf16
+reduction on vulkan-spirv (``'spirv.Bitcast' op mismatch in result type
+bitwidth 32 and operand type bitwidth 16``). ``--iree-input-promote-bf16-to-f32``
+is no way out: it drops every rounding (``x.bfloat16().float()`` is ``x``)
+and writes f32 bytes into result buffers tagged bf16.
+
 Defaults per target:
 * every target: ``--iree-input-demote-f64-to-f32=false``. IREE demotes f64 to
   f32 by default, but (IREE 3.13, torch input) the function boundary still
@@ -75,6 +87,9 @@ class TargetSpec:
     driver: str  # iree.runtime driver
     env_tag: str  # CPU / VULKAN / CUDA in env var names
     default_flags: tuple[str, ...] = ()
+    #: How the lowering writes bf16 out of the computation (``lowering.bf16``), or
+    #: None to hand IREE bf16 as it is. See the module docstring.
+    emulate_bf16: str | None = "bits"
 
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from iree.runtime import HalElementType
+from iree.runtime import HalBufferView, HalElementType
 
 # torch dtype -> (HAL element type of the buffer view, numpy dtype carrying its bytes)
 _TABLE: dict[torch.dtype, tuple[HalElementType, type]] = {
@@ -73,3 +73,15 @@ def from_carrier_numpy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     if dtype == torch.bfloat16:
         t = t.view(torch.bfloat16)
     return t
+
+
+def retag(view: HalBufferView, dtype: torch.dtype) -> HalBufferView:
+    """Buffer view ``view`` over the same buffer, its element type ``dtype``'s.
+
+    A bf16 tensor is passed to and returned from emulated computations as
+    int16 bits (``lowering.bf16``): only the view's tag changes, no byte moves.
+    """
+    element_type = hal_element_type(dtype)
+    if view.element_type == element_type:
+        return view
+    return HalBufferView(view.get_buffer(), list(view.shape), element_type)
