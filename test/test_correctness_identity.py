@@ -83,6 +83,17 @@ def test_bool_plus_one_then_true(backend):
             _same(got, b + c)
 
 
+def test_integer_powers_compile_and_negative_ones_raise(backend):
+    """torch-mlir lowers pow for a floating base only; lowering/decompositions.py squares.
+    ``i ** -1`` raises at the call, as on the CPU (meta accepts it)."""
+    for dtype in (torch.int64, torch.int32, torch.int8, torch.bool):
+        i = torch.tensor([3, -2, 0, 1, 5]).to(dtype)
+        for c in (0, 1, 3, 7, 0.5):
+            _same(i.to(LAZY) ** c, i ** c)
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        torch.tensor([1, 2]).to(LAZY) ** -1
+
+
 def test_bool_plus_true_values(backend):
     """torch-mlir lowers ``add(i1 tensor, True)`` as i1 addition (1 + 1 wraps
     to 0); lowering/decompositions.py makes it a logical or."""
