@@ -370,6 +370,55 @@ def _guard_division(b: _Bound, op: str, loc: Any) -> None:
     b.set("other", _op(aten.masked_fill.Scalar, (dv, zero, 1), loc))
 
 
+# -- linear-algebra status codes ------------------------------------------------------------
+
+
+def _linalg_message(api: str) -> tuple[type[Exception], str]:
+    """The CPU's ``_linalg_check_errors`` error for a failed ``api`` (its
+    wording, less the data: which batch element and which minor failed are on
+    the device)."""
+    if "inv" in api:
+        return torch.linalg.LinAlgError, (f"{api}: a diagonal element is zero, the inversion could not be "
+                                          "completed because the input matrix is singular.")
+    if "solve" in api:
+        return torch.linalg.LinAlgError, f"{api}: The solver failed because the input matrix is singular."
+    if "cholesky" in api:
+        return torch.linalg.LinAlgError, (f"{api}: The factorization could not be completed because the input "
+                                          "is not positive-definite.")
+    if "svd" in api:
+        return torch.linalg.LinAlgError, (f"{api}: The algorithm failed to converge because the input matrix "
+                                          "is ill-conditioned or has too many repeated singular values.")
+    if "eig" in api or "syevd" in api:
+        return torch.linalg.LinAlgError, (f"{api}: The algorithm failed to converge because the input matrix "
+                                          "is ill-conditioned or has too many repeated eigenvalues.")
+    if "lstsq" in api:
+        return torch.linalg.LinAlgError, (f"{api}: The least squares solution could not be computed because "
+                                          "the input matrix does not have full rank.")
+    if "lu_factor" in api:
+        return RuntimeError, (f"{api}: a diagonal element of U is zero and using it on lu_solve would result "
+                              "in a division by zero.")
+    return RuntimeError, f"{api}: the factorization reported an error code."
+
+
+def _guard_linalg_errors(b: _Bound, op: str, loc: Any) -> None:
+    """``_linalg_check_errors(info, api_name, is_matrix)``: the check the CPU
+    runs after ``linalg_cholesky_ex``, ``linalg_inv_ex``, ``linalg_solve_ex``.
+
+    It returns nothing, so recorded as an op it had no consumer and vanished
+    from the graph: ``torch.linalg.cholesky`` of a matrix that is not
+    positive-definite returned garbage where the CPU raises. Its status
+    (nonzero ``info``) becomes a device-side check like the others.
+    """
+    info = b.get("info")
+    if not _is_lazy(info):
+        torch.ops.aten._linalg_check_errors(info, b.get("api_name"), is_matrix=b.get("is_matrix"))
+        return
+    if info.numel() == 0:
+        return
+    exc, message = _linalg_message(b.get("api_name"))
+    _fold(_op(aten.any.default, (_op(aten.ne.Scalar, (info._lz_value(), 0), loc),), loc), _Site(exc, message, op, loc))
+
+
 # Guards by schema name (in-place and out= variants share their op's arguments).
 _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "embedding": _guard_embedding,
@@ -397,6 +446,7 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "fmod": _guard_division,
     "floor_divide": _guard_division,
     "div": _guard_division,
+    "_linalg_check_errors": _guard_linalg_errors,
 }
 
 

@@ -54,6 +54,19 @@ _CPU_DTYPE_CHECKED = {
     "pow",
 }
 
+# Ops defined only on integers and bools. Their meta kernels accept floats
+# (``bitwise_and`` of two float tensors passes on meta), so without a CPU
+# check the error would surface only when the graph compiles, as a lowering
+# error, where eager raises NotImplementedError ("bitwise_and_cpu" not
+# implemented for 'Float') at the call. In-place forms share the base name.
+_INTEGRAL_ONLY = {
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
+    "bitwise_right_shift", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__",
+    "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "gcd", "lcm",
+}
+
+_INTEGRAL_ONLY_STRIPPED = {n.rstrip("_") for n in _INTEGRAL_ONLY}
+
 
 @dataclass(slots=True)
 class OpPlan:
@@ -80,6 +93,7 @@ class OpPlan:
     casts_result: bool = False
     # Whether the CPU kernel checks dtypes the meta kernel skips (see above).
     cpu_dtype_check: bool = False
+    integral_only: bool = False
 
 
 # Keyed by id(op): OpOverload.__hash__ is a Python function, and this lookup
@@ -131,7 +145,8 @@ def _make_plan(op: Any) -> OpPlan:
     if p.mutated:
         p.functional = _functional_variant(op, p)
         p.casts_result = not p.is_out_variant or torch.Tag.pointwise in tags
-    p.cpu_dtype_check = base_name in _CPU_DTYPE_CHECKED
+    p.cpu_dtype_check = base_name in _CPU_DTYPE_CHECKED or base_name.rstrip("_") in _INTEGRAL_ONLY_STRIPPED
+    p.integral_only = base_name.rstrip("_") in _INTEGRAL_ONLY_STRIPPED
     return p
 
 

@@ -351,7 +351,7 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
     if p.has_device_arg:
         mkwargs["device"] = torch.device("meta")
     if p.cpu_dtype_check:
-        _cpu_dtype_check(op, margs, mkwargs)
+        _cpu_dtype_check(op, margs, mkwargs, p.integral_only)
     with metrics.timed("shape_inference"):
         try:
             result = op(*margs, **mkwargs)
@@ -388,10 +388,11 @@ def _negative_integer_power(op: Any, margs: tuple) -> bool:
     return False
 
 
-def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict) -> None:
+def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict, integral_only: bool = False) -> None:
     """Raise the CPU kernel's own error for an op whose meta kernel skips its
     dtype checks (``op_schema._CPU_DTYPE_CHECKED``), when its tensor operands
-    have mixed dtypes (index operands aside: they are integers by design).
+    have mixed dtypes (index operands aside: they are integers by design), or
+    for an integer-only op (``op_schema._INTEGRAL_ONLY``) given a float.
 
     The op runs once on zeros of the operands' shapes and dtypes; a kernel
     that rejects the dtypes raises before computing, and one that accepts
@@ -407,7 +408,10 @@ def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict) -> None:
     for name, a in mkwargs.items():
         if isinstance(a, torch.Tensor) and name not in _INDEX_ARGS:
             dtypes.add(a.dtype)
-    if len(dtypes) < 2 and not _negative_integer_power(op, margs):
+    refused_float = integral_only and any(
+        d.is_floating_point or d.is_complex for d in dtypes
+    ) or integral_only and any(isinstance(a, float | complex) for a in margs)
+    if len(dtypes) < 2 and not refused_float and not _negative_integer_power(op, margs):
         return
 
     def cpu(x: Any) -> Any:

@@ -302,3 +302,24 @@ def test_int_min_divided_by_minus_one_does_not_trap(eager_backend: lazy_core.Bac
     assert got.tolist() == [0, 1]
     assert torch.fmod(torch.tensor([-(2**31)], dtype=torch.int32).to("lazy"),
                       torch.tensor([-1], dtype=torch.int32).to("lazy")).cpu().tolist() == [0]
+
+
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_linalg_status_raises_like_eager(backend_name: str) -> None:
+    """``torch.linalg.cholesky`` of a matrix that is not positive-definite (and ``inv`` of a
+    singular one) raise LinAlgError at the read, as eagerly at the call. Root cause: the CPU's
+    check is a separate op, ``_linalg_check_errors``, with no result; recorded, it had no
+    consumer and fell out of the graph, so the garbage factor came back as a value
+    (lazy_core/checks.py now turns its status into a device-side check)."""
+    use_backend(backend_name)
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.cholesky(-torch.eye(3))
+    with pytest.raises(torch.linalg.LinAlgError, match="positive-definite"):
+        # At the call where the op runs eagerly (a fallback), at the read where it is compiled.
+        bad = torch.linalg.cholesky(-torch.eye(3).to("lazy"))
+        bad.cpu()
+    with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+        torch.linalg.inv(torch.zeros(2, 2).to("lazy")).cpu()
+    good = torch.tensor([[4.0, 2.0], [2.0, 3.0]])
+    torch.testing.assert_close(torch.linalg.cholesky(good.to("lazy")).cpu(), torch.linalg.cholesky(good))
+    gc.collect()
