@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import operator
 import threading
-from functools import lru_cache
 from typing import Any
 
 import torch
 from torch.fx import Graph
-from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from lazy_core import metrics
 from lazy_core.graph import LazyGraph
@@ -31,9 +29,13 @@ from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from . import bf16
 from .computation import ArgInfo, Computation, ResultInfo
-from .decompositions import DECOMPOSED_OPS, canonical_args
+from .decompositions import DECOMPOSED_OPS, TENSOR_FORMS, canonical_args
 from .decompositions import inline as inline_decomposition
 from .errors import LoweringError
+from .fx_meta import fake_tensor as _fake_tensor
+from .fx_meta import meta_tensor as _meta_tensor
+from .fx_meta import set_meta as _set_meta
+from .small_ints import widen_small_ints
 
 _tls = threading.local()
 
@@ -49,44 +51,6 @@ def mlir_context() -> Any:
         torch_d.register_dialect(ctx)
         _tls.ctx = ctx
     return ctx
-
-
-@lru_cache(maxsize=8192)
-def _meta_tensor(m: TensorMeta) -> torch.Tensor:
-    """One shared meta tensor per shape/dtype/stride: graphs repeat the same few
-    types, and reusing the object lets the importer's type cache hit."""
-    return torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta")
-
-
-# id(tensor) -> (tensor, its TensorMetadata); holding the tensor keeps the id valid.
-_tensor_metadata_cache: dict[int, tuple[torch.Tensor, Any]] = {}
-
-
-def _tensor_metadata(val: torch.Tensor) -> Any:
-    """``_extract_tensor_metadata`` (contiguity checks and all) once per shared meta tensor."""
-    hit = _tensor_metadata_cache.get(id(val))
-    if hit is not None and hit[0] is val:
-        return hit[1]
-    md = _extract_tensor_metadata(val)
-    if len(_tensor_metadata_cache) < 8192:
-        _tensor_metadata_cache[id(val)] = (val, md)
-    return md
-
-
-def _fake_tensor(m: TensorMeta) -> torch.Tensor:
-    """Multi-result ops: the importer types each tuple element only from a FakeTensor."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    mode = getattr(_tls, "fake_mode", None)
-    if mode is None:
-        mode = _tls.fake_mode = FakeTensorMode()
-    return mode.from_tensor(_meta_tensor(m))
-
-
-def _set_meta(fx_node: Any, val: Any) -> None:
-    fx_node.meta["val"] = val
-    if isinstance(val, torch.Tensor):
-        fx_node.meta["tensor_meta"] = _tensor_metadata(val)
 
 
 def _stack_trace(node: Node) -> str | None:
@@ -236,6 +200,7 @@ class LoweringContext:
                 self._results.append(ResultInfo(meta.shape, meta.dtype))
             outs.append(value)
         g.output(tuple(outs))
+        widen_small_ints(g)
         return g
 
     def _call(self, node: Node, trace: str | None) -> list[Any]:
@@ -248,10 +213,14 @@ class LoweringContext:
         if self.emulate_bf16 and node.metas and node.metas[0] is not None and node.metas[0].dtype == torch.bfloat16:
             call_args, call_kwargs = self._round_bf16_operands(node, call_args, call_kwargs, trace)
         metas = [bf16.emulated(m) if self.emulate_bf16 and m is not None else m for m in node.metas]
-        returns = node.op._schema.returns
+        target = node.op
+        if target in TENSOR_FORMS:  # no torch-dialect definition: its Tensor form
+            target = TENSOR_FORMS[target]
+            call_args = (call_args[0], self._scalar_tensor(call_args[1]), *call_args[2:])
+        returns = target._schema.returns
         if len(returns) == 1 and str(returns[0].type) == "Tensor":
-            return [self._emit(node.op, call_args, call_kwargs, metas[0], trace)]
-        call = g.call_function(node.op, call_args, call_kwargs)
+            return [self._emit(target, call_args, call_kwargs, metas[0], trace)]
+        call = g.call_function(target, call_args, call_kwargs)
         if trace:
             call.meta["stack_trace"] = trace
         vals = tuple(_fake_tensor(m) if m is not None else None for m in metas)
@@ -378,6 +347,22 @@ class LoweringContext:
             return item
 
         return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
+
+    def _scalar_tensor(self, x: Any) -> Any:
+        """A Scalar operand as the 0-d tensor PyTorch wraps it in: a scalar
+        parameter's element of its pack, or a constant made in the graph."""
+        g = self._fx
+        if isinstance(x, torch.fx.Node):  # a parameter: item(select(pack, 0, k))
+            source = x.args[0]
+            if not isinstance(x.meta.get("val"), bool):
+                return source
+            cast = g.call_function(torch.ops.aten._to_copy.default, (source,), {"dtype": torch.bool})
+            _set_meta(cast, _meta_tensor(TensorMeta((), torch.bool, ())))
+            return cast
+        dtype = torch.bool if isinstance(x, bool) else torch.int64 if isinstance(x, int) else torch.float64
+        const = g.call_function(torch.ops.aten.scalar_tensor.default, (x,), {"dtype": dtype})
+        _set_meta(const, _meta_tensor(TensorMeta((), dtype, ())))
+        return const
 
     def build(self) -> Computation:
         """Import the graph into a fresh torch-dialect module."""

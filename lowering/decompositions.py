@@ -124,7 +124,27 @@ DECOMPOSED_OPS = (
     # bool tensor plus a Python bool (_ONLY_WHEN); bool + bool tensors are right.
     aten.add.Tensor,
     aten.add.Scalar,
+    # Shifts by a tensor amount. ``x << y`` has no torch-dialect definition
+    # (only the Scalar forms and ``bitwise_left_shift``), so it ran eagerly
+    # and cut the graph in two; and torch-mlir lowers ``bitwise_*_shift`` to
+    # plain ``shli``/``shrsi``, whose result is poison for an amount outside
+    # [0, bits) where PyTorch defines it (0, or the sign for a right shift).
+    aten.__lshift__.Tensor,
+    aten.__rshift__.Tensor,
+    aten.bitwise_left_shift.Tensor,
+    aten.bitwise_right_shift.Tensor,
 )
+
+
+#: Scalar forms without a torch-dialect definition, lowered as their Tensor
+#: form with the scalar as a 0-d tensor (what PyTorch's kernel does with it;
+#: for these ops a wrapped number and a 0-d tensor promote alike). Not a
+#: decomposition: the scalar is often a runtime parameter, which a traced
+#: decomposition cannot take (``x | 0x40`` ran eagerly and cut the graph).
+TENSOR_FORMS = {
+    aten.bitwise_or.Scalar: aten.bitwise_or.Tensor,
+    aten.bitwise_xor.Scalar: aten.bitwise_xor.Tensor,
+}
 
 
 def _squeeze_dims(x: torch.Tensor, dims: list[int]) -> torch.Tensor:
@@ -328,6 +348,38 @@ def _bool_plus_python_bool(node: Node) -> bool:
             and isinstance(other, bool) and node.metas[0] is not None and node.metas[0].dtype == torch.bool)
 
 
+def _shift_operands(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Both operands in their common dtype (a uint8 amount of -1 is 255, as in
+    the kernel), which amounts are out of range, and the dtype's width."""
+    dtype = _result_dtype(x, y)
+    x, y = x.to(dtype), y.to(dtype)
+    bits = torch.iinfo(dtype).bits
+    return x, y, (y < 0) | (y >= bits), bits
+
+
+def _shift_left(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x << y`` with PyTorch's definition for any amount: 0 outside [0, bits)."""
+    from torch.fx.experimental.proxy_tensor import decompose
+
+    x, y, out, _ = _shift_operands(x, y)
+    with decompose({}):
+        shifted = aten.bitwise_left_shift.Tensor(x, y.masked_fill(out, 0))
+    return shifted.masked_fill(out, 0)
+
+
+def _shift_right(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x >> y`` with PyTorch's definition for any amount: outside [0, bits)
+    every bit is shifted out and the sign (0 when unsigned) fills the result."""
+    from torch.fx.experimental.proxy_tensor import decompose
+
+    x, y, out, bits = _shift_operands(x, y)
+    with decompose({}):
+        if x.dtype.is_signed:  # a shift by bits - 1 leaves only the sign
+            return aten.bitwise_right_shift.Tensor(x, y.masked_fill(out, bits - 1))
+        shifted = aten.bitwise_right_shift.Tensor(x, y.masked_fill(out, 0))
+    return shifted.masked_fill(out, 0)
+
+
 def _integer_base(node: Node) -> bool:
     base = node.args[0]
     meta = base.meta if isinstance(base, Output) else None
@@ -368,6 +420,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.diagonal_scatter.default] = _diagonal_scatter
     table[aten.add.Tensor] = _bool_add
     table[aten.add.Scalar] = _bool_add
+    table[aten.__lshift__.Tensor] = table[aten.bitwise_left_shift.Tensor] = _shift_left
+    table[aten.__rshift__.Tensor] = table[aten.bitwise_right_shift.Tensor] = _shift_right
     table.update(_nan_table())
     return table
 

@@ -57,12 +57,21 @@ def _is_importable(op: Any) -> bool:
 def can_lower(op: Any) -> bool:
     """Whether a graph holding ``op`` can be lowered: the torch dialect defines
     it, or the lowering context decomposes it before import
-    (``decompositions.DECOMPOSED_OPS``). What backends answer in ``supports_op``."""
+    (``decompositions.DECOMPOSED_OPS``) or lowers its Tensor form
+    (``decompositions.TENSOR_FORMS``). An in-place op is recorded as its
+    functional variant, so ``x ^= 3`` can lower when ``x ^ 3`` can. What
+    backends answer in ``supports_op``."""
     known = _lowerable.get(op)
     if known is None:
-        from .decompositions import DECOMPOSED_OPS
+        from lazy_core.op_schema import plan
 
-        known = _lowerable[op] = op in DECOMPOSED_OPS or is_importable(op)
+        from .decompositions import DECOMPOSED_OPS, TENSOR_FORMS
+
+        def added(o: Any) -> bool:  # lowered here, though the torch dialect lacks it
+            return o in DECOMPOSED_OPS or o in TENSOR_FORMS
+
+        functional = plan(op).functional
+        known = _lowerable[op] = added(op) or is_importable(op) or (functional is not None and added(functional))
     return known
 
 
