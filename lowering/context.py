@@ -16,6 +16,7 @@ Python number.
 
 from __future__ import annotations
 
+import math
 import operator
 import threading
 from typing import Any
@@ -171,8 +172,8 @@ class LoweringContext:
             if self.emulate_bf16 and node.op is _VIEW_DTYPE and _views_bf16(node):
                 self._values[id(node), 0] = self._emulated_view_dtype(node, trace)
                 continue
-            values = None
-            if node.op in DECOMPOSED_OPS:  # no lowering past the torch dialect: inline its decomposition
+            values = self._empty_results(node, trace)
+            if values is None and node.op in DECOMPOSED_OPS:  # no lowering past the torch dialect: inline its decomposition
                 constant = bf16.swap_dtype if self.emulate_bf16 else (lambda x: x)
                 values = inline_decomposition(g, node, self._value, trace, meta=self._meta, constant=constant)
             if values is None:
@@ -202,6 +203,22 @@ class LoweringContext:
         g.output(tuple(outs))
         widen_small_ints(g)
         return g
+
+    def _empty_results(self, node: Node, trace: str | None) -> list[Any] | None:
+        """Fresh zeros for a node whose every result has no elements, else None.
+
+        An empty result needs no computation, and torch-mlir's lowerings are
+        not all safe for it: ``x.repeat(0, 2)`` divided by the zero repeat
+        count in the compiled code (SIGFPE on the reference backend, the
+        process gone). The op's own checks ran when it was traced.
+        """
+        metas = node.metas
+        if not metas or any(m is None or math.prod(m.shape) != 0 for m in metas):
+            return None
+        if self.emulate_bf16:
+            metas = [bf16.emulated(m) for m in metas]
+        return [self._emit(torch.ops.aten.zeros.default, (list(m.shape),), {"dtype": m.dtype}, m, trace)
+                for m in metas]
 
     def _call(self, node: Node, trace: str | None) -> list[Any]:
         """``node`` as one FX call; one FX value (or None) per result."""

@@ -151,6 +151,32 @@ def test_reciprocal_of_a_nan_splat_does_not_abort(name: str) -> None:
     assert proc.stdout.strip().endswith("True"), proc.stdout
 
 
+_EMPTY_RESULTS = """
+import torch, lazy_core
+lazy_core.init({name!r})
+x = torch.arange(6.0).reshape(2, 3)
+lx = x.to("lazy")
+cases = [lambda t: t.repeat(0, 2), lambda t: t.repeat(2, 0, 1) + 1, lambda t: t[:, :0].repeat(3, 3),
+         lambda t: (t.repeat(0, 1) * 2).sum(0)]
+print(all(torch.equal(f(lx).cpu(), f(x)) for f in cases))
+"""
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_ops_with_empty_results_do_not_kill_the_process(name: str) -> None:
+    """``x.repeat(0, 2)`` killed Python with SIGFPE on the reference backend (torch-mlir's
+    lowering divides by the repeat count). Root fix in lowering/context.py: a node whose every
+    result is empty lowers to fresh zeros, since no element needs computing. In a subprocess:
+    the bug ends the process."""
+    reason = backend_unavailable_reason(name)
+    if reason:
+        pytest.skip(reason)
+    proc = subprocess.run([sys.executable, "-c", _EMPTY_RESULTS.format(name=name)], cwd=ROOT,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert proc.stdout.strip().endswith("True"), proc.stdout
+
+
 # -- views ----------------------------------------------------------------------------------------------
 @pytest.mark.xfail(strict=True, reason="lazy_core refuses any in-place write through an expanded view; "
                    "eager refuses only a written view whose own elements overlap (a diagonal across the "

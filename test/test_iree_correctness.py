@@ -13,7 +13,7 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import use_backend
+from conftest import requested_backends, use_backend
 
 import lazy_core
 from lazy_mlir.backends.iree import memo
@@ -156,3 +156,80 @@ def test_in_place_through_a_view_then_read_of_the_base(compiled: lazy_core.Backe
     want.transpose(0, -1).logical_not_()
     torch.testing.assert_close(y.cpu(), want / -1.0, rtol=0, atol=0)
     assert torch.equal(x.cpu(), want) and keep.cpu().item() is True
+
+
+# -- a reduction of a value IREE folds to a constant -------------------------------------------------
+
+
+def _iree_backends() -> list[str]:
+    return [b for b in requested_backends() if b.startswith("iree-")]
+
+
+@pytest.mark.parametrize("name", _iree_backends())
+@pytest.mark.expect_fallback("compile_error")
+def test_reductions_of_folded_constants_match_eager(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``(x >= x).sum()`` over integers gave 1 on both IREE backends, ``(x * 0 + 2).sum()`` over 17
+    gave 10, ``.prod()`` 32. Root: IREE folds the integer identity to a constant, folds that into
+    the reduction's body, and its vectorizer combines a loop-invariant value once, not per element
+    (backends/iree/miscompiles.py). The graph is refused at compile time and runs op by op: the
+    named fallback is the fix's visible cost, the value must be eager's."""
+    monkeypatch.delenv("LAZY_STRICT", raising=False)
+    use_backend(name)
+    for n in (3, 17):
+        x = torch.arange(n)
+        lx = x.to("lazy")
+        assert (lx >= lx).sum().item() == (x >= x).sum().item() == n
+        assert (lx == lx).sum().item() == n
+        assert (lx * 0 + 2).sum().item() == 2 * n
+        assert (lx * 0 + 2).prod().item() == (x * 0 + 2).prod().item()
+        assert (lx - lx + 3).float().mean().item() == 3.0
+    assert lazy_core.metrics.counter("iree_refused_miscompile") > 0
+
+
+_INVARIANT_SUM = """#map = affine_map<(d0) -> (d0)>
+#map1 = affine_map<(d0) -> ()>
+func.func @f(%x: tensor<17xi64>) -> tensor<i64> {
+  %c0 = arith.constant 0 : i64
+  %c2 = arith.constant 2 : i64
+  %e = tensor.empty() : tensor<i64>
+  %init = linalg.fill ins(%c0 : i64) outs(%e : tensor<i64>) -> tensor<i64>
+  %r = linalg.generic {indexing_maps = [#map, #map1], iterator_types = ["reduction"]}
+      ins(%x : tensor<17xi64>) outs(%init : tensor<i64>) {
+  ^bb0(%in: i64, %out: i64):
+    %s = arith.addi %out, %c2 : i64
+    linalg.yield %s : i64
+  } -> tensor<i64>
+  return %r : tensor<i64>
+}
+"""
+
+
+def test_iree_still_miscompiles_an_invariant_reduction() -> None:
+    """The upstream bug the refusal works around, compiled as IREE gets it from PyTorch after its
+    folds: summing the constant 2 over 17 elements must give 34. When an IREE release gets this
+    right, this test fails: then drop the refusal (backends/iree/miscompiles.py) and this test."""
+    import iree.compiler as ic
+    import iree.runtime as rt
+
+    from lazy_mlir.backends.iree.miscompiles import invariant_reductions
+
+    flags = ["--iree-llvmcpu-target-cpu=host", "--iree-opt-const-eval=false"]
+    flow = ic.compile_str(_INVARIANT_SUM, target_backends=["llvm-cpu"], extra_args=flags + ["--compile-to=flow"])
+    assert invariant_reductions(flow.decode()), "the check no longer sees the pattern"
+    vmfb = ic.compile_str(_INVARIANT_SUM, target_backends=["llvm-cpu"], extra_args=flags)
+    module = rt.load_vm_flatbuffer(vmfb, driver="local-task")
+    got = int(module.f(torch.zeros(17, dtype=torch.int64).numpy()).to_host())
+    assert got != 34, "IREE now sums a loop-invariant value correctly: retire the workaround"
+
+
+def test_the_check_passes_ordinary_reductions() -> None:
+    """No false alarm on reductions that read their input (a refusal costs a whole graph)."""
+    from lazy_mlir.backends.iree.miscompiles import invariant_reductions
+
+    ordinary = _INVARIANT_SUM.replace("%s = arith.addi %out, %c2 : i64", "%s = arith.addi %out, %in : i64")
+    assert invariant_reductions(ordinary) == []
+    indexed = _INVARIANT_SUM.replace(
+        "%s = arith.addi %out, %c2 : i64",
+        "%i = linalg.index 0 : index\n    %j = arith.index_cast %i : index to i64\n    %s = arith.addi %out, %j : i64")
+    assert invariant_reductions(indexed) == []
+    assert invariant_reductions(_INVARIANT_SUM.replace("%s = arith.addi %out, %c2 : i64", "%s = arith.addi %out, %c0 : i64"))

@@ -22,6 +22,7 @@ from lazy_core import metrics
 from lazy_core.backend import CompileError
 
 from .config import IreeConfig
+from .miscompiles import invariant_reductions
 
 # "file:line:col: error: message" as iree-compile prints diagnostics, or the raw MLIR form.
 _DIAG = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):\d+: error: (?P<msg>.*)$", re.M)
@@ -68,20 +69,39 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
     import iree.compiler as ic
 
     metrics.counter_add("iree_compile")
+    flags = list(config.compile_flags)
+    backends = [config.target.target_backend]
     try:
         with metrics.timed(f"iree_compile:{config.target.target_backend}"):
-            return ic.compile_str(
-                mlir,
-                input_type=input_type(form),
-                target_backends=[config.target.target_backend],
-                extra_args=list(config.compile_flags),
-            )
+            # Two halves of one compile: the flow-phase IR in between is checked
+            # for code IREE would turn into wrong values (miscompiles.py).
+            flow = ic.compile_str(mlir, input_type=input_type(form), target_backends=backends,
+                                  extra_args=flags + ["--compile-to=flow"])
+            if not isinstance(flow, str):
+                flow = flow.decode()
+            bad = invariant_reductions(flow)
+            if bad:
+                metrics.counter_add("iree_refused_miscompile")
+                raise IreeCompileError.refused(
+                    "a reduction whose combined value ignores its input (IREE folded it to a "
+                    "constant): IREE 3.13's vectorizer combines it once instead of once per "
+                    "element, a wrong value, so the graph is not compiled", bad[0], mlir, config,
+                    func_name, form)
+            return ic.compile_str(flow, target_backends=backends, extra_args=flags + ["--compile-from=flow"])
     except ic.CompilerToolError as e:
         raise IreeCompileError.from_diagnostics(str(e), mlir, config, func_name, form) from None
 
 
 class IreeCompileError(CompileError):
     """iree-compile rejected a computation; names the op and the user's line."""
+
+    @classmethod
+    def refused(cls, why: str, evidence: str, mlir: str, config: IreeConfig, func_name: str,
+                form: str) -> IreeCompileError:
+        """A computation IREE would compile into wrong values, refused by us."""
+        repro = write_repro(mlir, config, func_name, f"refused: {why}\n{evidence}", form)
+        return cls(f"iree-compile ({config.target.target_backend}, {form} input) refused: {why}\n"
+                   f"repro: {repro}", repro_path=repro)
 
     @classmethod
     def from_diagnostics(

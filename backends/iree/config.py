@@ -49,6 +49,11 @@ Defaults per target:
   are misread and results fail to be created. So f64 is computed in f64, and
   a flag turning demotion back on is refused. A Vulkan device without f64
   then fails to compile such graphs, which run eagerly with a warning.
+* every target: ``--iree-opt-const-eval=false``. IREE evaluates constant
+  subexpressions at compile time by compiling and running them with the
+  same code generator; a reduction it miscompiles then arrives as a wrong
+  literal that no later check can see (``miscompiles.py``). Without it the
+  same expressions run once when the module loads, where they are checked.
 * llvm-cpu: ``--iree-llvmcpu-target-cpu=host`` (the host's vector units) and
   ``--iree-global-opt-use-im2col-for-convs``. IREE's CPU code for a
   convolution in PyTorch's NCHW layout is a direct loop nest that reaches
@@ -76,6 +81,7 @@ from dataclasses import dataclass
 
 _DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 _NO_DEMOTE_F64 = f"{_DEMOTE_F64}=false"
+_NO_CONST_EVAL = "--iree-opt-const-eval=false"
 
 
 @dataclass(frozen=True)
@@ -93,9 +99,10 @@ class TargetSpec:
 
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
-                 (_NO_DEMOTE_F64, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"))
-VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN", (_NO_DEMOTE_F64,))
-CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", (_NO_DEMOTE_F64,))
+                 (_NO_DEMOTE_F64, _NO_CONST_EVAL, "--iree-llvmcpu-target-cpu=host",
+                  "--iree-global-opt-use-im2col-for-convs"))
+VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN", (_NO_DEMOTE_F64, _NO_CONST_EVAL))
+CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", (_NO_DEMOTE_F64, _NO_CONST_EVAL))
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
 INPUT_FORMS = ("raw", "torch", "linalg")

@@ -1,0 +1,66 @@
+"""Refuse flow-level IR that IREE 3.13 is known to miscompile into wrong values.
+
+A reduction whose combined value does not depend on its input. IREE folds
+``arith.cmpi sge %x, %x`` to ``true``, ``arith.muli %x, 0`` to ``0`` and so
+on, then folds the resulting constant (a ``linalg.fill``, or a runtime scalar
+broadcast) into the consuming reduction's body, which becomes
+``%out + c`` with no use of its input. The linalg vectorizer then treats the
+loop-invariant ``c`` as a 0-d value and combines it once instead of once per
+iteration: ``(x >= x).sum()`` over 3 integers gave 1, ``(x * 0 + 2).sum()``
+over 17 gave 10, on llvm-cpu and Vulkan alike (a reduction written directly as
+``linalg.generic`` with body ``addi %out, %c2`` over 17 elements gives 10, so
+the fold is not needed to trigger it, only to reach it from PyTorch).
+
+A splat literal is reduced correctly (``rewrites.py`` turns constant fills
+into literals for another miscompile), so only constants IREE itself derives
+from data-dependent code reach this. The compile is split at IREE's ``flow``
+phase, every ``linalg.generic`` with a reduction loop is checked, and a body
+whose yielded values use no input (nor ``linalg.index``) fails the compile
+with a ``CompileError`` (``--iree-opt-const-eval=false``, see config.py, keeps
+such code visible instead of evaluated at compile time). The lazy runtime
+then runs that graph op by op instead of returning a wrong number; folding
+the identities (``x >= x``, ``x * 0`` on integers) before IREE sees them
+would keep such graphs compiled, and is not done yet. ``test/test_iree_correctness.py`` keeps a test
+that compiles the pattern, so an IREE that fixes it shows up.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: One linalg.generic as IREE prints it at the flow phase (no lowering configs yet).
+_GENERIC = re.compile(
+    r"linalg\.generic\s*\{(?P<attrs>[^{}]*?)\}\s*ins\((?P<ins>[^)]*)\)\s*outs\((?P<outs>[^)]*)\)"
+    r"(?:\s*attrs\s*=\s*\{[^{}]*\})?\s*\{\s*\^bb0\((?P<args>[^)]*)\):(?P<body>.*?)linalg\.yield(?P<yield>[^\n]*)",
+    re.S,
+)
+_VALUE = re.compile(r"%[\w.$-]+")
+_DEF = re.compile(r"^\s*(?P<results>%[^=]+?)\s*=\s*(?P<rhs>.*)$")
+#: A location, ``loc("file":3:0)`` or nested (``loc(callsite(... at ...))``), up to three levels deep.
+_LOC = re.compile(r"\s*loc\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
+
+
+def invariant_reductions(flow_ir: str) -> list[str]:
+    """The bodies (as text) of reductions in ``flow_ir`` whose result ignores their input."""
+    found = []
+    for m in _GENERIC.finditer(_LOC.sub("", flow_ir)):
+        if '"reduction"' not in m.group("attrs"):
+            continue
+        args = [a.split(":")[0].strip() for a in m.group("args").split(",") if a.strip()]
+        n_outs = len(_VALUE.findall(m.group("outs").split(":")[0]))
+        inputs = set(args[: len(args) - n_outs])
+        outs = set(args[len(args) - n_outs:])
+        if not inputs:
+            continue
+        variant = set(inputs)
+        for line in m.group("body").splitlines():
+            d = _DEF.match(line)
+            if d is None:
+                continue
+            rhs = d.group("rhs")
+            if "linalg.index" in rhs or any(v in variant for v in _VALUE.findall(rhs.split(":")[0])):
+                variant.update(_VALUE.findall(d.group("results")))
+        yielded = _VALUE.findall(m.group("yield").split(":")[0])
+        if yielded and not any(v in variant for v in yielded) and not all(v in outs for v in yielded):
+            found.append(m.group(0))
+    return found
