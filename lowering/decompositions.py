@@ -386,13 +386,28 @@ def _integer_base(node: Node) -> bool:
     return meta is not None and not meta.dtype.is_floating_point and not meta.dtype.is_complex
 
 
+#: Ops whose second argument is ``dim``, a dimension of ``self`` (schema base names).
+_SELF_DIM_OPS = frozenset({"scatter", "scatter_add", "scatter_reduce", "gather", "index_add", "index_copy",
+                           "index_fill", "index_select", "index_reduce"})
+
+
 def canonical_args(node: Node, args: tuple) -> tuple:
     """``args`` of ``node`` with constants the compilers mishandle made canonical.
 
     IREE miscompiles ``select_scatter`` with a negative index (the in-place
     update ``x[-1].add_(1)`` records one: it wrote the wrong row). Shapes are
     static, so the index is made non-negative here, before import.
+
+    torch-mlir's scatter lowering (TMTensor) takes a negative ``dim`` as an
+    unsigned size: ``torch.scatter_add(x, -1, idx, src)`` ran out of memory
+    ("LLVM ERROR: out of memory", the process gone) on the reference backend.
+    The ``dim`` of the scatter/gather/index family is made non-negative too.
     """
+    name = node.op._schema.name.split("::")[-1].rstrip("_")
+    if name in _SELF_DIM_OPS and len(args) > 1 and isinstance(args[1], int) and isinstance(node.args[0], Output):
+        rank = len(node.args[0].meta.shape)
+        if args[1] < 0 and rank:
+            args = (args[0], args[1] % rank, *args[2:])
     if node.op is aten.select_scatter.default and len(args) >= 4:
         base, dim, index = node.args[0], args[2], args[3]
         if isinstance(dim, int) and isinstance(index, int) and isinstance(base, Output):

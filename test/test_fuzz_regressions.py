@@ -177,6 +177,39 @@ def test_ops_with_empty_results_do_not_kill_the_process(name: str) -> None:
     assert proc.stdout.strip().endswith("True"), proc.stdout
 
 
+_NEGATIVE_DIM_SCATTER = """
+import torch, lazy_core
+lazy_core.init({name!r})
+torch.manual_seed(0)
+x, src = torch.randn(10, 5), torch.randn(5, 5)
+idx = torch.randint(0, 5, (5, 5))
+L = lambda t: t.to("lazy")
+cases = [
+    lambda d, t: torch.scatter_add(d(t), -1, d(idx), d(src)),
+    lambda d, t: torch.scatter(d(t), -1, d(idx), d(src)),
+    lambda d, t: torch.scatter_reduce(d(t), -1, d(idx), d(src), "amax"),
+    lambda d, t: torch.gather(d(t), -1, d(idx)),
+    lambda d, t: d(t).index_add(-1, d(torch.tensor([0, 2])), d(torch.ones(10, 2))),
+]
+print(all(torch.allclose(f(L, x).cpu(), f(lambda t: t, x)) for f in cases))
+"""
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_scatter_and_gather_with_a_negative_dim(name: str) -> None:
+    """``torch.scatter_add(x, -1, idx, src)`` ended the process on the reference backend ("LLVM
+    ERROR: out of memory": torch-mlir's scatter takes the negative dim as a size). Root fix in
+    lowering/decompositions.py (canonical_args): the dim of the scatter/gather/index family is
+    made non-negative before import."""
+    reason = backend_unavailable_reason(name)
+    if reason:
+        pytest.skip(reason)
+    proc = subprocess.run([sys.executable, "-c", _NEGATIVE_DIM_SCATTER.format(name=name)], cwd=ROOT,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert proc.stdout.strip().endswith("True"), proc.stdout
+
+
 # -- views ----------------------------------------------------------------------------------------------
 @pytest.mark.xfail(strict=True, reason="lazy_core refuses any in-place write through an expanded view; "
                    "eager refuses only a written view whose own elements overlap (a diagonal across the "
