@@ -133,6 +133,10 @@ DECOMPOSED_OPS = (
     aten.__rshift__.Tensor,
     aten.bitwise_left_shift.Tensor,
     aten.bitwise_right_shift.Tensor,
+    # ``reciprocal`` of a tensor holding 0.0 ended the process on the reference
+    # backend (MLIR: "unimplemented: tensor with zero element", SIGABRT); the
+    # same division written as ``1 / x`` gives inf as it should.
+    aten.reciprocal.default,
 )
 
 
@@ -380,6 +384,13 @@ def _shift_right(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return shifted.masked_fill(out, 0)
 
 
+def _reciprocal(x: torch.Tensor) -> torch.Tensor:
+    """``1 / x`` in the result's (floating) dtype."""
+    dtype = x.dtype if x.is_floating_point() or x.is_complex() else torch.get_default_dtype()
+    x = x.to(dtype)
+    return torch.ones_like(x) / x
+
+
 def _integer_base(node: Node) -> bool:
     base = node.args[0]
     meta = base.meta if isinstance(base, Output) else None
@@ -432,6 +443,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.index_put.default] = _index_put_mask
     table[aten._index_put_impl.default] = _index_put_mask
     table[aten.pow.Tensor_Scalar] = _pow_integer_base
+    table[aten.reciprocal.default] = _reciprocal
     table[aten.diagonal_scatter.default] = _diagonal_scatter
     table[aten.add.Tensor] = _bool_add
     table[aten.add.Scalar] = _bool_add
