@@ -129,6 +129,19 @@ def test_dtype_error_keeps_its_type_after_mark_step(name: str) -> None:
 
 
 # -- nothing ends the process (issue 14) ---------------------------------------------------------------
+
+def _prints_true_in_a_subprocess(program: str, name: str) -> None:
+    """Run ``program`` (formatted with the backend ``name``) in a child: a crash ends only the
+    child, and fails the test with its exit status and output."""
+    reason = backend_unavailable_reason(name)
+    if reason:
+        pytest.skip(reason)
+    proc = subprocess.run([sys.executable, "-c", program.format(name=name)], cwd=ROOT,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert proc.stdout.strip().endswith("True"), proc.stdout
+
+
 _RECIPROCAL_OF_NAN = """
 import torch, lazy_core
 lazy_core.init({name!r})
@@ -146,13 +159,7 @@ def test_reciprocal_of_a_nan_splat_does_not_abort(name: str) -> None:
     backend (SIGABRT, "unimplemented: tensor with zero element" from MLIR). Root: torch-mlir's
     lowering of aten.reciprocal; the division ``1 / x`` is right, so reciprocal is decomposed to it
     (lowering/decompositions.py)."""
-    reason = backend_unavailable_reason(name)
-    if reason:
-        pytest.skip(reason)
-    proc = subprocess.run([sys.executable, "-c", _RECIPROCAL_OF_NAN.format(name=name)], cwd=ROOT,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    assert proc.stdout.strip().endswith("True"), proc.stdout
+    _prints_true_in_a_subprocess(_RECIPROCAL_OF_NAN, name)
 
 
 _EMPTY_RESULTS = """
@@ -172,13 +179,7 @@ def test_ops_with_empty_results_do_not_kill_the_process(name: str) -> None:
     lowering divides by the repeat count). Root fix in lowering/context.py: a node whose every
     result is empty lowers to fresh zeros, since no element needs computing. In a subprocess:
     the bug ends the process."""
-    reason = backend_unavailable_reason(name)
-    if reason:
-        pytest.skip(reason)
-    proc = subprocess.run([sys.executable, "-c", _EMPTY_RESULTS.format(name=name)], cwd=ROOT,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    assert proc.stdout.strip().endswith("True"), proc.stdout
+    _prints_true_in_a_subprocess(_EMPTY_RESULTS, name)
 
 
 _NEGATIVE_DIM_SCATTER = """
@@ -205,13 +206,7 @@ def test_scatter_and_gather_with_a_negative_dim(name: str) -> None:
     ERROR: out of memory": torch-mlir's scatter takes the negative dim as a size). Root fix in
     lowering/decompositions.py (canonical_args): the dim of the scatter/gather/index family is
     made non-negative before import."""
-    reason = backend_unavailable_reason(name)
-    if reason:
-        pytest.skip(reason)
-    proc = subprocess.run([sys.executable, "-c", _NEGATIVE_DIM_SCATTER.format(name=name)], cwd=ROOT,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    assert proc.stdout.strip().endswith("True"), proc.stdout
+    _prints_true_in_a_subprocess(_NEGATIVE_DIM_SCATTER, name)
 
 
 # -- views ----------------------------------------------------------------------------------------------
