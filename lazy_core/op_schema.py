@@ -93,6 +93,7 @@ class OpPlan:
     casts_result: bool = False
     # Whether the CPU kernel checks dtypes the meta kernel skips (see above).
     cpu_dtype_check: bool = False
+    # Whether the op is defined on integers and bools only (_INTEGRAL_ONLY).
     integral_only: bool = False
 
 
@@ -145,8 +146,8 @@ def _make_plan(op: Any) -> OpPlan:
     if p.mutated:
         p.functional = _functional_variant(op, p)
         p.casts_result = not p.is_out_variant or torch.Tag.pointwise in tags
-    p.cpu_dtype_check = base_name in _CPU_DTYPE_CHECKED or base_name.rstrip("_") in _INTEGRAL_ONLY_STRIPPED
     p.integral_only = base_name.rstrip("_") in _INTEGRAL_ONLY_STRIPPED
+    p.cpu_dtype_check = base_name in _CPU_DTYPE_CHECKED or p.integral_only
     return p
 
 

@@ -408,9 +408,10 @@ def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict, integral_only: bool =
     for name, a in mkwargs.items():
         if isinstance(a, torch.Tensor) and name not in _INDEX_ARGS:
             dtypes.add(a.dtype)
-    refused_float = integral_only and any(
-        d.is_floating_point or d.is_complex for d in dtypes
-    ) or integral_only and any(isinstance(a, float | complex) for a in margs)
+    refused_float = integral_only and (
+        any(d.is_floating_point or d.is_complex for d in dtypes)
+        or any(isinstance(a, float | complex) for a in margs)
+    )
     if len(dtypes) < 2 and not refused_float and not _negative_integer_power(op, margs):
         return
 
