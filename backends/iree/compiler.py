@@ -72,13 +72,15 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
     flags = list(config.compile_flags)
     backends = [config.target.target_backend]
     try:
-        with metrics.timed(f"iree_compile:{config.target.target_backend}"):
-            # Two halves of one compile: the flow-phase IR in between is checked
-            # for code IREE would turn into wrong values (miscompiles.py).
-            flow = ic.compile_str(mlir, input_type=input_type(form), target_backends=backends,
-                                  extra_args=flags + ["--compile-to=flow"])
-            if not isinstance(flow, str):
-                flow = flow.decode()
+        with metrics.timed(f"iree_compile:{config.target.target_backend}"), \
+                tempfile.TemporaryDirectory(prefix="lazy-iree-phases-") as phases:
+            # One iree-compile process that also writes its flow-phase IR, which is
+            # checked for code IREE turns into wrong values (miscompiles.py). (Two
+            # processes split at --compile-to=flow cost a second tool start per graph.)
+            vmfb = ic.compile_str(mlir, input_type=input_type(form), target_backends=backends,
+                                  extra_args=flags + [f"--dump-compilation-phases-to={phases}"])
+            flow = "".join(open(os.path.join(phases, f)).read()
+                           for f in os.listdir(phases) if f.endswith(".flow.mlir"))
             bad = invariant_reductions(flow)
             if bad:
                 metrics.counter_add("iree_refused_miscompile")
@@ -87,7 +89,7 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                     "constant): IREE 3.13's vectorizer combines it once instead of once per "
                     "element, a wrong value, so the graph is not compiled", bad[0], mlir, config,
                     func_name, form)
-            return ic.compile_str(flow, target_backends=backends, extra_args=flags + ["--compile-from=flow"])
+            return vmfb
     except ic.CompilerToolError as e:
         raise IreeCompileError.from_diagnostics(str(e), mlir, config, func_name, form) from None
 

@@ -13,8 +13,8 @@ the fold is not needed to trigger it, only to reach it from PyTorch).
 
 A splat literal is reduced correctly (``rewrites.py`` turns constant fills
 into literals for another miscompile), so only constants IREE itself derives
-from data-dependent code reach this. The compile is split at IREE's ``flow``
-phase, every ``linalg.generic`` with a reduction loop is checked, and a body
+from data-dependent code reach this. The compile writes IREE's ``flow``-phase
+IR, every ``linalg.generic`` with a reduction loop is checked, and a body
 whose yielded values use no input (nor ``linalg.index``) fails the compile
 with a ``CompileError`` (``--iree-opt-const-eval=false``, see config.py, keeps
 such code visible instead of evaluated at compile time). The lazy runtime
