@@ -79,8 +79,7 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             # processes split at --compile-to=flow cost a second tool start per graph.)
             vmfb = ic.compile_str(mlir, input_type=input_type(form), target_backends=backends,
                                   extra_args=flags + [f"--dump-compilation-phases-to={phases}"])
-            flow = "".join(open(os.path.join(phases, f)).read()
-                           for f in os.listdir(phases) if f.endswith(".flow.mlir"))
+            flow = "".join(_read(os.path.join(phases, f)) for f in os.listdir(phases) if f.endswith(".flow.mlir"))
             bad = invariant_reductions(flow)
             if bad:
                 metrics.counter_add("iree_refused_miscompile")
@@ -92,6 +91,11 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             return vmfb
     except ic.CompilerToolError as e:
         raise IreeCompileError.from_diagnostics(str(e), mlir, config, func_name, form) from None
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
 
 
 class IreeCompileError(CompileError):
