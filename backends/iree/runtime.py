@@ -12,6 +12,7 @@ packing): arguments in, buffer views out, nothing copied to the host.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -67,6 +68,17 @@ class IreeDevice:
         self.hal_device = rt.get_device(uri)
         self.hal_module = rt.create_hal_module(self.instance, self.hal_device)
         self.allocator = self.hal_device.allocator
+        # Host threads that submit to one Vulkan queue (the async worker
+        # running a program, the caller uploading or reading back) take turns.
+        # In CI, under load, lavapipe once reported VK_ERROR_DEVICE_LOST from
+        # IREE's queue wake-up signal (vulkan/queue.c, signal_wakeup) and every
+        # later Vulkan test of that worker failed. That function takes its
+        # value from an atomic counter but signals outside any lock, so two
+        # threads can signal a timeline semaphore out of order, which Mesa
+        # treats as a lost device. It was not reproduced in isolation; this
+        # closes the only window we found. Other drivers keep their concurrency.
+        self.queue_lock: contextlib.AbstractContextManager = (
+            threading.RLock() if self.driver_name == "vulkan" else contextlib.nullcontext())
 
     def load(self, vmfb: bytes, func_name: str) -> IreeExecutable:
         return IreeExecutable(self, vmfb, func_name)
@@ -127,5 +139,6 @@ class IreeExecutable:
         for bv in args:
             arg_list.push_ref(bv)
         ret_list = rt.VmVariantList(max(1, n_results))
-        self.context.invoke(self.function, arg_list, ret_list)
+        with self.device.queue_lock:
+            self.context.invoke(self.function, arg_list, ret_list)
         return [ret_list.get_as_object(i, rt.HalBufferView) for i in range(len(ret_list))]
