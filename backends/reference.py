@@ -16,6 +16,8 @@ example of a complete MLIR backend, not for speed (use ``iree-cpu``).
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -99,6 +101,30 @@ class _RankedDescriptorHeader(ctypes.Structure):
 
 
 _libc = ctypes.CDLL(None)
+
+
+@functools.cache
+def _half_float_runtime() -> list[str]:
+    """Libraries the JIT links for f16 conversions, which LLVM lowers to calls
+    (``__truncdfhf2``, ``__extendhfsf2``) that the ExecutionEngine does not
+    define: ``torch.full((2,), 0.1, dtype=torch.float16)`` failed with "Symbols
+    not found". GCC 12's libgcc_s defines them; without it f16 stays unsupported."""
+    name = ctypes.util.find_library("gcc_s")
+    if not name:
+        return []
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError:
+        return []
+    if not (hasattr(lib, "__truncdfhf2") and hasattr(lib, "__extendhfsf2")):
+        return []
+    # The JIT wants a path, not a soname: the loaded copy's, from the process's map.
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "/" in line and name in line}
+    except OSError:
+        return []
+    return sorted(paths)[:1]
 _libc.free.argtypes = [ctypes.c_void_p]
 
 
@@ -112,7 +138,7 @@ class ReferenceExecutable:
         self.n_results = n_results
         self._result: list[torch.Tensor] | None = None
         self._inputs: set[int] = set()
-        self.engine = ExecutionEngine(module, opt_level=opt_level)
+        self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=_half_float_runtime())
         self._callbacks = []
         with module.context:
             for op in module.body:

@@ -30,7 +30,7 @@ from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from . import bf16
 from .computation import ArgInfo, Computation, ResultInfo
-from .decompositions import DECOMPOSED_OPS, TENSOR_FORMS, canonical_args
+from .decompositions import DECOMPOSED_OPS, SCALAR_COMPARISONS, TENSOR_FORMS, canonical_args
 from .decompositions import inline as inline_decomposition
 from .errors import LoweringError
 from .fx_meta import fake_tensor as _fake_tensor
@@ -234,6 +234,8 @@ class LoweringContext:
         if target in TENSOR_FORMS:  # no torch-dialect definition: its Tensor form
             target = TENSOR_FORMS[target]
             call_args = (call_args[0], self._scalar_tensor(call_args[1]), *call_args[2:])
+        elif target in SCALAR_COMPARISONS and _is_number(call_args[1]) and isinstance(node.args[0], Output):
+            target, call_args = self._comparison(target, node.args[0].meta.dtype, call_args)
         returns = target._schema.returns
         if len(returns) == 1 and str(returns[0].type) == "Tensor":
             return [self._emit(target, call_args, call_kwargs, metas[0], trace)]
@@ -365,6 +367,27 @@ class LoweringContext:
 
         return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
 
+    def _comparison(self, op: Any, self_dtype: torch.dtype, args: tuple) -> tuple[Any, tuple]:
+        """``tensor <op> number`` in a form torch-mlir folds correctly (``SCALAR_COMPARISONS``).
+
+        The number is first cast to the dtype PyTorch compares in. A float
+        tensor keeps the Scalar form with that float (its folder's float path
+        is right, and an f16 constant needs no f64-to-f16 conversion in the
+        compiled code); an integer tensor and an int keep the Scalar form; any
+        other pair (a bool tensor, an integer one with a float or a bool) is
+        compared with a 0-d constant through the Tensor form.
+        """
+        number = args[1]
+        if self_dtype != torch.bool and not self_dtype.is_floating_point and type(number) is int:
+            return op, args  # integers of one kind: the folder is right
+        dtype = torch.result_type(torch.empty((1,), dtype=self_dtype), number)
+        value = torch.tensor(number, dtype=dtype).item()
+        if self_dtype.is_floating_point:
+            return op, (args[0], float(value))
+        const = self._fx.call_function(torch.ops.aten.scalar_tensor.default, (value,), {"dtype": dtype})
+        _set_meta(const, _meta_tensor(TensorMeta((), dtype, ())))
+        return SCALAR_COMPARISONS[op], (args[0], const)
+
     def _scalar_tensor(self, x: Any) -> Any:
         """A Scalar operand as the 0-d tensor PyTorch wraps it in: a scalar
         parameter's element of its pack, or a constant made in the graph."""
@@ -445,3 +468,8 @@ def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype]
                 emulate_bf16: str | None = None) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
     return LoweringContext(graph, boundary_casts, emulate_bf16).build()
+
+
+def _is_number(x: Any) -> bool:
+    """A constant Python number (a runtime scalar parameter is an FX node)."""
+    return isinstance(x, (bool, int, float))

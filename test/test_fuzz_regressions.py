@@ -209,6 +209,69 @@ def test_scatter_and_gather_with_a_negative_dim(name: str) -> None:
     _prints_true_in_a_subprocess(_NEGATIVE_DIM_SCATTER, name)
 
 
+@pytest.mark.parametrize("name", on_backends())
+def test_comparisons_of_constant_tensors_with_numbers(name: str) -> None:
+    """``torch.ones(3) > 0`` gave all False on both IREE backends, and so did a bool mask ``> 0``
+    (fuzz seed 777: ``v.masked_fill(v > 0, -1.5)`` left ``v`` unchanged). Root cause upstream:
+    torch-mlir's folder for ``aten.gt.Scalar`` and its siblings takes its integer or float path
+    from the scalar's kind, not the tensor's, and reads a bool as a signed 1-bit integer; the
+    constant tensor made it fold. Fixed in lowering/context.py: a comparison with a number is
+    emitted as its Tensor form against a 0-d constant of the dtype PyTorch compares in
+    (``SCALAR_COMPARISONS``); ``test_torch_mlir_still_misfolds_scalar_comparisons`` watches upstream."""
+    use_backend(name)
+    cases = {
+        "float > int": lambda d: torch.ones(3, device=d) > 0,
+        "float == bool": lambda d: torch.ones(3, device=d) == True,  # noqa: E712 - the op under test
+        "float <= int": lambda d: torch.arange(4.0, device=d) <= 2,
+        "bool > int": lambda d: torch.ones(3, dtype=torch.bool, device=d) > 0,
+        "bool >= bool": lambda d: torch.zeros(3, dtype=torch.bool, device=d) >= True,
+        "bool != int": lambda d: torch.ones(2, dtype=torch.bool, device=d) != 1,
+        "int > bool": lambda d: torch.full((3,), 2, device=d) > True,
+        "int < float": lambda d: torch.arange(4, device=d) < 1.5,
+        "half > float": lambda d: torch.full((2,), 0.1, dtype=torch.float16, device=d) > 0.1,
+        "masked_fill": lambda d: torch.ones(3, device=d).masked_fill(torch.ones(3, device=d) > 0, -1.5),
+    }
+    for what, fn in cases.items():
+        torch.testing.assert_close(fn("lazy").cpu(), fn("cpu"), msg=what)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_half_precision_constants_and_casts(name: str) -> None:
+    """``torch.full((2,), 0.1, dtype=torch.float16)`` failed on the reference backend ("JIT session
+    error: Symbols not found: __truncdfhf2"): LLVM lowers f16 conversions to compiler-rt calls that
+    MLIR's ExecutionEngine does not define. Fixed in backends/reference.py: the JIT links
+    libgcc_s, which defines them (GCC 12)."""
+    use_backend(name)
+    x = torch.tensor([0.1, -2.5, 3.0e4], dtype=torch.float16)
+    cases = {
+        "full": lambda d, x: torch.full((2,), 0.1, dtype=torch.float16, device=d),
+        "f64 to f16": lambda d, x: (x.double() + 0.1).half(),
+        "f16 to f32": lambda d, x: x.float() * 3,
+    }
+    for what, fn in cases.items():
+        torch.testing.assert_close(fn("lazy", lazy(x)).cpu(), fn("cpu", x), msg=what)
+
+
+def test_torch_mlir_still_misfolds_scalar_comparisons() -> None:
+    """Upstream canary for the test above: fails once torch-mlir folds ``gt.Scalar`` of a constant
+    f32 tensor and an int by the tensor's kind; then SCALAR_COMPARISONS may go."""
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.passmanager import PassManager
+
+    text = """func.func @f() -> !torch.vtensor<[3],i1> {
+      %int0 = torch.constant.int 0
+      %one = torch.vtensor.literal(dense<1.0> : tensor<3xf32>) : !torch.vtensor<[3],f32>
+      %gt = torch.aten.gt.Scalar %one, %int0 : !torch.vtensor<[3],f32>, !torch.int -> !torch.vtensor<[3],i1>
+      return %gt : !torch.vtensor<[3],i1>
+    }"""
+    with ir.Context() as ctx:
+        torch_d.register_dialect(ctx)
+        module = ir.Module.parse(text)
+        PassManager.parse("builtin.module(canonicalize)").run(module.operation)
+    assert "dense<false>" in str(module), str(module)
+
+
 # -- views ----------------------------------------------------------------------------------------------
 @pytest.mark.xfail(strict=True, reason="lazy_core refuses any in-place write through an expanded view; "
                    "eager refuses only a written view whose own elements overlap (a diagonal across the "
