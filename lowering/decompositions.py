@@ -137,6 +137,13 @@ DECOMPOSED_OPS = (
     # backend (MLIR: "unimplemented: tensor with zero element", SIGABRT); the
     # same division written as ``1 / x`` gives inf as it should.
     aten.reciprocal.default,
+    # Floating ``fmod``: torch-mlir lowers it as ``a - b * trunc(a / b)``, off
+    # by a multiple of b wherever a / b rounds (fmod(5.5, 0.1) gave -3e-16 on
+    # iree-cpu, eager 0.09999...; the reference backend gave 0.0), and with
+    # +0.0 where the sign of ``a`` belongs. Decomposed to ``remainder`` of the
+    # magnitudes, which both lower to the exact ``remf`` (_ONLY_WHEN).
+    aten.fmod.Tensor,
+    aten.fmod.Scalar,
 )
 
 
@@ -409,6 +416,25 @@ def _reciprocal(x: torch.Tensor) -> torch.Tensor:
     return torch.ones_like(x) / x
 
 
+def _fmod_float(x: torch.Tensor, y: Any) -> torch.Tensor:
+    """``fmod(x, y)`` for a floating result: ``remainder`` of the magnitudes
+    (operands of one sign, so no Python-style adjustment: the exact ``remf``),
+    given the sign of ``x``, a zero included (``x * 0.0`` is a zero of that sign
+    for every finite x; an infinite x gives NaN through ``remainder``)."""
+    dtype = _result_dtype(x, y)
+    x = x.to(dtype)
+    if isinstance(y, torch.Tensor):
+        r = aten.remainder.Tensor(aten.abs(x), aten.abs(y.to(dtype)))
+    else:
+        r = aten.remainder.Scalar(aten.abs(x), abs(y))
+    signed = torch.where(x < 0.0, -r, r)
+    return torch.where(signed == 0.0, x * 0.0, signed)
+
+
+def _floating_result(node: Node) -> bool:
+    return bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype.is_floating_point
+
+
 def _integer_base(node: Node) -> bool:
     base = node.args[0]
     meta = base.meta if isinstance(base, Output) else None
@@ -461,6 +487,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.index_put.default] = _index_put_mask
     table[aten._index_put_impl.default] = _index_put_mask
     table[aten.pow.Tensor_Scalar] = _pow_integer_base
+    table[aten.fmod.Tensor] = table[aten.fmod.Scalar] = _fmod_float
     table[aten.reciprocal.default] = _reciprocal
     table[aten.diagonal_scatter.default] = _diagonal_scatter
     table[aten.add.Tensor] = _bool_add
@@ -480,6 +507,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._index_put_impl.default: _mask_indexed,
     aten.eq.Tensor: lambda node: _same_value(node.args[0], node.args[1]),
     aten.pow.Tensor_Scalar: _integer_base,
+    aten.fmod.Tensor: _floating_result,
+    aten.fmod.Scalar: _floating_result,
     aten.add.Tensor: _bool_plus_python_bool,
     aten.add.Scalar: _bool_plus_python_bool,
 }

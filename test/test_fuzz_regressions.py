@@ -252,6 +252,26 @@ def test_half_precision_constants_and_casts(name: str) -> None:
         torch.testing.assert_close(fn("lazy", lazy(x)).cpu(), fn("cpu", x), msg=what)
 
 
+_VULKAN_FREM = ("Vulkan lets OpFRem be computed as x - y * trunc(x / y) (its precision rule), and "
+                 "lavapipe does: fmod(5.5, 0.1) is 0.0 there, eager 0.0999999; no exact form in SPIR-V")
+
+
+@pytest.mark.parametrize("name", on_backends(iree_vulkan=_VULKAN_FREM))
+def test_fmod_of_floats_is_exact(name: str) -> None:
+    """``torch.fmod(5.5, 0.1)`` (tensors) gave -3e-16 on iree-cpu and 0.0 on the reference backend
+    (eager 0.09999999), and ``fmod(-1.55, -1.55)`` gave +0.0 (fuzz seed 777, program 95). Root:
+    torch-mlir lowers a floating fmod as ``a - b * trunc(a / b)``, which loses a multiple of b
+    whenever a / b rounds. Fixed in lowering/decompositions.py: ``remainder`` of the magnitudes
+    (the exact ``remf``), given the sign of a."""
+    use_backend(name)
+    a = torch.tensor([-1.55, -3.0, 5.5, -5.5, 2.0, 7.0, -0.0, 0.0, float("inf"), 3.0, -2.5, 1.0, 1e10])
+    b = torch.tensor([-1.55, 1.5, 0.1, 0.1, -1.0, 3.0, 2.0, -2.0, 1.0, float("inf"), 0.0, float("nan"), 0.3])
+    got, want = torch.fmod(lazy(a), lazy(b)).cpu(), torch.fmod(a, b)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    finite = ~want.isnan()
+    assert torch.equal(got.signbit()[finite], want.signbit()[finite]), (got, want)
+
+
 def test_torch_mlir_still_misfolds_scalar_comparisons() -> None:
     """Upstream canary for the test above: fails once torch-mlir folds ``gt.Scalar`` of a constant
     f32 tensor and an int by the tensor's kind; then SCALAR_COMPARISONS may go."""
