@@ -91,6 +91,11 @@ class LoweringContext:
     def _value(self, out: Output) -> Any:
         return self._values[id(out.node), out.index]
 
+    def _operand_tensor(self, out: Output) -> Any:
+        """``out``'s FX value, a runtime scalar as its 0-d tensor (for a decomposition)."""
+        value = self._value(out)
+        return self._selects.get(value, value) if isinstance(out.node, ScalarParam) else value
+
     def _map(self, x: Any) -> Any:
         if isinstance(x, Output):
             return self._value(x)
@@ -175,7 +180,7 @@ class LoweringContext:
             values = self._empty_results(node, trace)
             if values is None and node.op in DECOMPOSED_OPS:  # no lowering past the torch dialect: inline its decomposition
                 constant = bf16.swap_dtype if self.emulate_bf16 else (lambda x: x)
-                values = inline_decomposition(g, node, self._value, trace, meta=self._meta, constant=constant)
+                values = inline_decomposition(g, node, self._operand_tensor, trace, meta=self._meta, constant=constant)
             if values is None:
                 values = self._call(node, trace)
             if self.emulate_bf16:
@@ -233,6 +238,10 @@ class LoweringContext:
         target = node.op
         if target in TENSOR_FORMS:  # no torch-dialect definition: its Tensor form
             target = TENSOR_FORMS[target]
+            call_args = (call_args[0], self._scalar_tensor(call_args[1]), *call_args[2:])
+        elif target is torch.ops.aten.div.Tensor_mode and not _is_tensor_value(node.args[1]):
+            # ``torch.div(x, 0.3, rounding_mode="trunc")`` records the Tensor form
+            # with a number, which the torch dialect rejects: give it the 0-d tensor.
             call_args = (call_args[0], self._scalar_tensor(call_args[1]), *call_args[2:])
         elif target in SCALAR_COMPARISONS and _is_number(call_args[1]) and isinstance(node.args[0], Output):
             target, call_args = self._comparison(target, node.args[0].meta.dtype, call_args)
@@ -473,3 +482,8 @@ def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype]
 def _is_number(x: Any) -> bool:
     """A constant Python number (a runtime scalar parameter is an FX node)."""
     return isinstance(x, (bool, int, float))
+
+
+def _is_tensor_value(x: Any) -> bool:
+    """A traced tensor (a runtime scalar parameter is an Output too, of a ScalarParam)."""
+    return isinstance(x, Output) and not isinstance(x.node, ScalarParam)

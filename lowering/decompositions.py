@@ -144,14 +144,28 @@ DECOMPOSED_OPS = (
     # magnitudes, which both lower to the exact ``remf`` (_ONLY_WHEN).
     aten.fmod.Tensor,
     aten.fmod.Scalar,
+    # Floating floor division: torch-mlir lowers it as ``floor(a / b)``, one
+    # too high wherever a / b rounds up to an integer (``3.0 // 0.3`` gave 10,
+    # eager 9; ``5.5 // 0.1`` 55, eager 54). Decomposed to the CPU kernel's
+    # own formula on the exact fmod above (_ONLY_WHEN: a floating result).
+    aten.floor_divide.default,
+    aten.floor_divide.Scalar,
+    aten.div.Tensor_mode,
+    aten.div.Scalar_mode,
 )
+
+#: Decomposed even with a runtime scalar operand, which the decomposition
+#: then receives as a 0-d tensor (``x // 0.3``: 0.3 is a parameter).
+SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divide.Scalar, aten.div.Tensor_mode,
+                                      aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar})
 
 
 #: Comparisons with a constant Python number. torch-mlir's folder for their
 #: Scalar forms (``comparisonScaleFolder``) picks its integer or float path
-#: from the scalar, not from the tensor, and reads a bool as a signed 1-bit
-#: integer: once the tensor is a constant, ``torch.ones(3) > 0`` folded to all
-#: False, and so did ``bool_mask > 0`` (IREE; torch-mlir 20261001 and HEAD).
+#: from the scalar, not from the tensor (reading a float's bits as an integer:
+#: undefined behaviour), and reads a bool as a signed 1-bit integer: once the
+#: tensor is a constant, ``torch.ones(3) > 0`` folded to all False, and so did
+#: ``bool_mask > 0`` (IREE; torch-mlir 20261001 and HEAD).
 #: The lowering gives a float tensor a float number and compares an integer or
 #: bool tensor with a 0-d constant through the Tensor form, which has no such
 #: folder (``eq.Tensor`` folds only equal types).
@@ -431,6 +445,41 @@ def _fmod_float(x: torch.Tensor, y: Any) -> torch.Tensor:
     return torch.where(signed == 0.0, x * 0.0, signed)
 
 
+def _floor_divide_float(x: torch.Tensor, y: Any, rounding_mode: str | None = "floor") -> torch.Tensor:
+    """Floating ``x // y`` as PyTorch's CPU kernel computes it (``div_floor_floating``
+    in c10): from the exact fmod, ``(x - mod) / y`` is an integer up to rounding,
+    moved down by one where mod and y differ in sign and rounded to nearest;
+    a zero quotient keeps the sign of ``x / y``, and ``y == 0`` gives ``x / y``."""
+    dtype = x.dtype if isinstance(y, torch.Tensor) and y.dim() == 0 and x.dtype.is_floating_point \
+        else _result_dtype(x, y)
+    x = x.to(dtype)
+    y = y.to(dtype) if isinstance(y, torch.Tensor) else torch.scalar_tensor(y, dtype=dtype)
+    mod = _fmod_float(x, y)
+    div = (x - mod) / y
+    div = torch.where((mod != 0.0) & ((y < 0.0) != (mod < 0.0)), div - 1.0, div)
+    floor = torch.floor(div)
+    floor = torch.where(div - floor > 0.5, floor + 1.0, floor)
+    quotient = x / y
+    result = torch.where(div != 0.0, floor, quotient * 0.0)
+    return torch.where(y == 0.0, quotient, result)
+
+
+def _div_mode(x: torch.Tensor, y: Any, *, rounding_mode: str | None = None) -> torch.Tensor:
+    """``div(..., rounding_mode="floor")`` (the only form _ONLY_WHEN lets through)."""
+    return _floor_divide_float(x, y)
+
+
+def _floor_division(node: Node) -> bool:
+    mode = node.kwargs.get("rounding_mode", "floor") if node.op in (aten.div.Tensor_mode, aten.div.Scalar_mode) \
+        else "floor"
+    return mode == "floor" and _floor_division_operands(node)
+
+
+def _floor_division_operands(node: Node) -> bool:
+    """A float32 or float64 result (a runtime scalar's 0-d stand-in is cast to it, see inline)."""
+    return bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype in (torch.float32, torch.float64)
+
+
 def _floating_result(node: Node) -> bool:
     return bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype.is_floating_point
 
@@ -488,6 +537,8 @@ def _table() -> dict[Any, Callable]:
     table[aten._index_put_impl.default] = _index_put_mask
     table[aten.pow.Tensor_Scalar] = _pow_integer_base
     table[aten.fmod.Tensor] = table[aten.fmod.Scalar] = _fmod_float
+    table[aten.floor_divide.default] = table[aten.floor_divide.Scalar] = _floor_divide_float
+    table[aten.div.Tensor_mode] = table[aten.div.Scalar_mode] = _div_mode
     table[aten.reciprocal.default] = _reciprocal
     table[aten.diagonal_scatter.default] = _diagonal_scatter
     table[aten.add.Tensor] = _bool_add
@@ -507,8 +558,12 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._index_put_impl.default: _mask_indexed,
     aten.eq.Tensor: lambda node: _same_value(node.args[0], node.args[1]),
     aten.pow.Tensor_Scalar: _integer_base,
-    aten.fmod.Tensor: _floating_result,
-    aten.fmod.Scalar: _floating_result,
+    aten.fmod.Tensor: _floor_division_operands,
+    aten.fmod.Scalar: _floor_division_operands,
+    aten.floor_divide.default: _floor_division,
+    aten.floor_divide.Scalar: _floor_division,
+    aten.div.Tensor_mode: _floor_division,
+    aten.div.Scalar_mode: _floor_division,
     aten.add.Tensor: _bool_plus_python_bool,
     aten.add.Scalar: _bool_plus_python_bool,
 }
@@ -553,7 +608,8 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     decomp = decomposition(node.op)
-    if decomp is None or any(isinstance(o.node, ScalarParam) for o in node.operands):
+    if decomp is None or (node.op not in SCALAR_PARAMS_AS_TENSORS
+                          and any(isinstance(o.node, ScalarParam) for o in node.operands)):
         return None
     applies = _ONLY_WHEN.get(node.op)
     if applies is not None and not applies(node):
@@ -569,12 +625,18 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
 
     collect((node.args, node.kwargs))
 
+    # A runtime scalar's 0-d stand-in takes the result dtype, as PyTorch converts a
+    # Python number (an f64 0-d tensor would promote an integer ``self`` to f64).
+    result = node.metas[0] if node.op in SCALAR_PARAMS_AS_TENSORS and node.metas else None
+    param_dtype = result.dtype if result is not None and result.dtype in (torch.float32, torch.float64) else None
+
     def run(*tensors: torch.Tensor) -> Any:
         it = iter(tensors)
 
         def sub(x: Any) -> Any:
             if isinstance(x, Output):
-                return next(it)
+                t = next(it)
+                return t.to(param_dtype) if param_dtype is not None and isinstance(x.node, ScalarParam) else t
             if isinstance(x, list | tuple):
                 return type(x)(sub(v) for v in x)
             return constant(x)

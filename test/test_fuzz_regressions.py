@@ -272,17 +272,44 @@ def test_fmod_of_floats_is_exact(name: str) -> None:
     assert torch.equal(got.signbit()[finite], want.signbit()[finite]), (got, want)
 
 
+@pytest.mark.parametrize("name", on_backends(iree_vulkan=_VULKAN_FREM))
+def test_floor_division_of_floats_matches_eager(name: str) -> None:
+    """``3.0 // 0.3`` gave 10 (eager 9) on every compiled backend, ``inf // 2`` inf (eager NaN), and
+    ``torch.div(x, 0.3, rounding_mode="floor")`` ended in a raw MLIRError. Root: torch-mlir lowers
+    floating floor division as ``floor(a / b)``, one too high wherever a / b rounds up to an
+    integer. Fixed in lowering/decompositions.py: the CPU kernel's formula (c10's
+    ``div_floor_floating``) on the exact fmod; a runtime scalar divisor is decomposed too."""
+    use_backend(name)
+    a = torch.tensor([3.0, -3.0, 1.0, 5.5, -0.0, 7.0, 1e10, 0.5, -1.0, 0.0, float("inf"), 2.0, -7.5])
+    b = torch.tensor([0.3, 0.3, -0.1, 0.1, 2.0, 0.0, 0.3, -0.7, 0.0, -3.0, 2.0, float("inf"), -2.0])
+    cases = {
+        "tensor // tensor": lambda a, b: a // b,
+        "tensor // number": lambda a, b: a // 0.3,
+        "div floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+        "div floor number": lambda a, b: torch.div(a, -0.7, rounding_mode="floor"),
+        "div trunc number": lambda a, b: torch.div(a, 0.3, rounding_mode="trunc"),
+        "int // number": lambda a, b: a[:3].long() // 0.3,
+    }
+    for what, fn in cases.items():
+        got, want = fn(lazy(a), lazy(b)).cpu(), fn(a, b)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=what)
+        finite = ~want.isnan()
+        assert torch.equal(got.signbit()[finite], want.signbit()[finite]), (what, got, want)
+
+
 def test_torch_mlir_still_misfolds_scalar_comparisons() -> None:
     """Upstream canary for the test above: fails once torch-mlir folds ``gt.Scalar`` of a constant
-    f32 tensor and an int by the tensor's kind; then SCALAR_COMPARISONS may go."""
+    bool tensor by its value (True > 0), not as a signed 1-bit -1; then SCALAR_COMPARISONS may go.
+    (The float-tensor-with-int case reads the float's bits as an integer attribute: undefined
+    behaviour, its folded value varies from run to run, so it cannot be the canary.)"""
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
     from torch_mlir.passmanager import PassManager
 
     text = """func.func @f() -> !torch.vtensor<[3],i1> {
       %int0 = torch.constant.int 0
-      %one = torch.vtensor.literal(dense<1.0> : tensor<3xf32>) : !torch.vtensor<[3],f32>
-      %gt = torch.aten.gt.Scalar %one, %int0 : !torch.vtensor<[3],f32>, !torch.int -> !torch.vtensor<[3],i1>
+      %mask = torch.vtensor.literal(dense<true> : tensor<3xi1>) : !torch.vtensor<[3],i1>
+      %gt = torch.aten.gt.Scalar %mask, %int0 : !torch.vtensor<[3],i1>, !torch.int -> !torch.vtensor<[3],i1>
       return %gt : !torch.vtensor<[3],i1>
     }"""
     with ir.Context() as ctx:
