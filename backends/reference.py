@@ -101,6 +101,7 @@ class _RankedDescriptorHeader(ctypes.Structure):
 
 
 _libc = ctypes.CDLL(None)
+_libc.free.argtypes = [ctypes.c_void_p]
 
 
 @functools.cache
@@ -125,7 +126,6 @@ def _half_float_runtime() -> list[str]:
     except OSError:
         return []
     return sorted(paths)[:1]
-_libc.free.argtypes = [ctypes.c_void_p]
 
 
 class ReferenceExecutable:

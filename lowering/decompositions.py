@@ -445,7 +445,7 @@ def _fmod_float(x: torch.Tensor, y: Any) -> torch.Tensor:
     return torch.where(signed == 0.0, x * 0.0, signed)
 
 
-def _floor_divide_float(x: torch.Tensor, y: Any, rounding_mode: str | None = "floor") -> torch.Tensor:
+def _floor_divide_float(x: torch.Tensor, y: Any) -> torch.Tensor:
     """Floating ``x // y`` as PyTorch's CPU kernel computes it (``div_floor_floating``
     in c10): from the exact fmod, ``(x - mod) / y`` is an integer up to rounding,
     moved down by one where mod and y differ in sign and rounded to nearest;
@@ -478,10 +478,6 @@ def _floor_division(node: Node) -> bool:
 def _floor_division_operands(node: Node) -> bool:
     """A float32 or float64 result (a runtime scalar's 0-d stand-in is cast to it, see inline)."""
     return bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype in (torch.float32, torch.float64)
-
-
-def _floating_result(node: Node) -> bool:
-    return bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype.is_floating_point
 
 
 def _integer_base(node: Node) -> bool:
