@@ -22,7 +22,7 @@ from lazy_core import metrics
 from lazy_core.backend import CompileError
 
 from .config import IreeConfig
-from .miscompiles import invariant_reductions
+from .miscompiles import refusal
 
 # "file:line:col: error: message" as iree-compile prints diagnostics, or the raw MLIR form.
 _DIAG = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):\d+: error: (?P<msg>.*)$", re.M)
@@ -80,14 +80,11 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             vmfb = ic.compile_str(mlir, input_type=input_type(form), target_backends=backends,
                                   extra_args=flags + [f"--dump-compilation-phases-to={phases}"])
             flow = "".join(_read(os.path.join(phases, f)) for f in os.listdir(phases) if f.endswith(".flow.mlir"))
-            bad = invariant_reductions(flow)
-            if bad:
-                metrics.counter_add("iree_refused_miscompile")
-                raise IreeCompileError.refused(
-                    "a reduction whose combined value ignores its input (IREE folded it to a "
-                    "constant): IREE 3.13's vectorizer combines it once instead of once per "
-                    "element, a wrong value, so the graph is not compiled", bad[0], mlir, config,
-                    func_name, form)
+            refused = refusal(flow, config.target.target_backend)
+            if refused is not None:
+                counter, why, evidence = refused
+                metrics.counter_add(counter)
+                raise IreeCompileError.refused(why, evidence, mlir, config, func_name, form)
             return vmfb
     except ic.CompilerToolError as e:
         raise IreeCompileError.from_diagnostics(str(e), mlir, config, func_name, form) from None

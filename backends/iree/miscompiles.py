@@ -22,6 +22,13 @@ then runs that graph op by op instead of returning a wrong number; folding
 the identities (``x >= x``, ``x * 0`` on integers) before IREE sees them
 would keep such graphs compiled, and is not done yet. ``test/test_iree_correctness.py`` keeps a test
 that compiles the pattern, so an IREE that fixes it shows up.
+
+A floating remainder on a SPIR-V target. Vulkan requires of ``OpFRem`` only
+the precision of ``x - y * trunc(x / y)`` and lavapipe computes exactly that:
+``fmod(5.5, 0.1)`` is 0.0 there, eager 0.0999999 (the result is off by a
+multiple of y wherever x / y rounds). fmod, remainder and floating floor
+division all reach ``arith.remf``, so a Vulkan graph holding one is refused and
+runs op by op on the CPU, where it is exact.
 """
 
 from __future__ import annotations
@@ -64,3 +71,26 @@ def invariant_reductions(flow_ir: str) -> list[str]:
         if yielded and not any(v in variant for v in yielded) and not all(v in outs for v in yielded):
             found.append(m.group(0))
     return found
+
+
+def inexact_on_spirv(flow_ir: str) -> list[str]:
+    """The lines of ``flow_ir`` whose floating remainder SPIR-V computes inexactly."""
+    return [line.strip() for line in _LOC.sub("", flow_ir).splitlines() if "arith.remf" in line]
+
+
+def refusal(flow_ir: str, target_backend: str) -> tuple[str, str, str] | None:
+    """Why ``flow_ir`` must not be compiled for ``target_backend``, or None:
+    (metrics counter, reason, the offending IR). Kept here, not in the compiler,
+    so that the cache key (``_RULES_DIGEST``, this module's source) changes with it."""
+    bad = invariant_reductions(flow_ir)
+    if bad:
+        return ("iree_refused_miscompile",
+                "a reduction whose combined value ignores its input (IREE folded it to a constant): "
+                "IREE 3.13's vectorizer combines it once instead of once per element, a wrong value, "
+                "so the graph is not compiled", bad[0])
+    inexact = inexact_on_spirv(flow_ir) if target_backend == "vulkan-spirv" else []
+    if inexact:
+        return ("iree_refused_inexact",
+                "a floating remainder (fmod, %, //): Vulkan computes it only as x - y * trunc(x / y), "
+                "off by a multiple of y where x / y rounds, so the graph is not compiled for it", inexact[0])
+    return None
