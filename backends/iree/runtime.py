@@ -70,13 +70,13 @@ class IreeDevice:
         self.allocator = self.hal_device.allocator
         # Host threads that submit to one Vulkan queue (the async worker
         # running a program, the caller uploading or reading back) take turns.
-        # In CI, under load, lavapipe once reported VK_ERROR_DEVICE_LOST from
-        # IREE's queue wake-up signal (vulkan/queue.c, signal_wakeup) and every
-        # later Vulkan test of that worker failed. That function takes its
-        # value from an atomic counter but signals outside any lock, so two
-        # threads can signal a timeline semaphore out of order, which Mesa
-        # treats as a lost device. It was not reproduced in isolation; this
-        # closes the only window we found. Other drivers keep their concurrency.
+        # IREE's queue wake-up signal (vulkan/queue.c, signal_wakeup) takes its
+        # value from an atomic counter but signals outside any lock, and Mesa
+        # treats an out-of-order timeline signal as a lost device. This closes
+        # that window between our threads only: IREE's own completion thread
+        # calls it too, and CI still lost the device once with this in place
+        # (VK_ERROR_DEVICE_LOST, every later Vulkan test of that process
+        # failing; not reproduced outside CI). Other drivers keep their concurrency.
         self.queue_lock: contextlib.AbstractContextManager = (
             threading.RLock() if self.driver_name == "vulkan" else contextlib.nullcontext())
 
