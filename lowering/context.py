@@ -387,8 +387,9 @@ class LoweringContext:
         compared with a 0-d constant through the Tensor form.
         """
         number = args[1]
-        if self_dtype != torch.bool and not self_dtype.is_floating_point and type(number) is int:
-            return op, args  # integers of one kind: the folder is right
+        if self_dtype.is_complex or (self_dtype != torch.bool and not self_dtype.is_floating_point
+                                     and type(number) is int):
+            return op, args  # integers of one kind: the folder is right (complex: not folded at all)
         dtype = torch.result_type(torch.empty((1,), dtype=self_dtype), number)
         value = torch.tensor(number, dtype=dtype).item()
         if self_dtype.is_floating_point:
