@@ -389,7 +389,7 @@ class LoweringContext:
         number = args[1]
         if self_dtype.is_complex or (self_dtype != torch.bool and not self_dtype.is_floating_point
                                      and type(number) is int):
-            return op, args  # integers of one kind: the folder is right (complex: not folded at all)
+            return op, args  # integers of one kind: the folder is right (complex ops run eagerly)
         dtype = torch.result_type(torch.empty((1,), dtype=self_dtype), number)
         value = torch.tensor(number, dtype=dtype).item()
         if self_dtype.is_floating_point:
