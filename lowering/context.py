@@ -244,7 +244,13 @@ class LoweringContext:
             # with a number, which the torch dialect rejects: give it the 0-d tensor.
             call_args = (call_args[0], self._scalar_tensor(call_args[1]), *call_args[2:])
         elif target in SCALAR_COMPARISONS and _is_number(call_args[1]) and isinstance(node.args[0], Output):
-            target, call_args = self._comparison(target, node.args[0].meta.dtype, call_args)
+            target, call_args = self._comparison(target, node.args[0].meta, call_args)
+        elif target in SCALAR_COMPARISONS and call_args[1] in self._selects and node.args[0].meta.dtype == torch.bool:
+            # A bool tensor against a runtime number: torch-mlir's lowering converts the
+            # number to i1 (``mask > -1`` compared with True). PyTorch compares in the
+            # promoted dtype, so the mask is converted to it first.
+            dtype = torch.result_type(torch.empty((1,), dtype=torch.bool), call_args[1].meta["val"])
+            call_args = (self._cast(call_args[0], node.args[0].meta, dtype), *call_args[1:])
         returns = target._schema.returns
         if len(returns) == 1 and str(returns[0].type) == "Tensor":
             return [self._emit(target, call_args, call_kwargs, metas[0], trace)]
@@ -376,27 +382,36 @@ class LoweringContext:
 
         return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
 
-    def _comparison(self, op: Any, self_dtype: torch.dtype, args: tuple) -> tuple[Any, tuple]:
-        """``tensor <op> number`` in a form torch-mlir folds correctly (``SCALAR_COMPARISONS``).
+    def _comparison(self, op: Any, meta: TensorMeta, args: tuple) -> tuple[Any, tuple]:
+        """``tensor <op> number`` in a form torch-mlir folds and lowers correctly (``SCALAR_COMPARISONS``).
 
         The number is first cast to the dtype PyTorch compares in. A float
         tensor keeps the Scalar form with that float (its folder's float path
         is right, and an f16 constant needs no f64-to-f16 conversion in the
-        compiled code); an integer tensor and an int keep the Scalar form; any
-        other pair (a bool tensor, an integer one with a float or a bool) is
-        compared with a 0-d constant through the Tensor form.
+        compiled code); an integer tensor and an int keep the Scalar form; a
+        bool tensor is converted to the compare dtype first (torch-mlir
+        converts the other operand to i1 instead); an integer tensor with a
+        float or a bool is compared with a 0-d constant through the Tensor form.
         """
-        number = args[1]
+        self_dtype, number = meta.dtype, args[1]
         if self_dtype.is_complex or (self_dtype != torch.bool and not self_dtype.is_floating_point
                                      and type(number) is int):
             return op, args  # integers of one kind: the folder is right (complex ops run eagerly)
         dtype = torch.result_type(torch.empty((1,), dtype=self_dtype), number)
         value = torch.tensor(number, dtype=dtype).item()
+        if self_dtype == torch.bool:
+            return op, (self._cast(args[0], meta, dtype), value)
         if self_dtype.is_floating_point:
             return op, (args[0], float(value))
         const = self._fx.call_function(torch.ops.aten.scalar_tensor.default, (value,), {"dtype": dtype})
         _set_meta(const, _meta_tensor(TensorMeta((), dtype, ())))
         return SCALAR_COMPARISONS[op], (args[0], const)
+
+    def _cast(self, value: Any, meta: TensorMeta, dtype: torch.dtype) -> Any:
+        """The FX tensor ``value`` (typed by ``meta``) converted to ``dtype``."""
+        cast = self._fx.call_function(torch.ops.aten._to_copy.default, (value,), {"dtype": dtype})
+        _set_meta(cast, _meta_tensor(TensorMeta(meta.shape, dtype, meta.stride)))
+        return cast
 
     def _scalar_tensor(self, x: Any) -> Any:
         """A Scalar operand as the 0-d tensor PyTorch wraps it in: a scalar

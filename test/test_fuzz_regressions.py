@@ -230,6 +230,10 @@ def test_comparisons_of_constant_tensors_with_numbers(name: str) -> None:
         "int < float": lambda d: torch.arange(4, device=d) < 1.5,
         "half > float": lambda d: torch.full((2,), 0.1, dtype=torch.float16, device=d) > 0.1,
         "masked_fill": lambda d: torch.ones(3, device=d).masked_fill(torch.ones(3, device=d) > 0, -1.5),
+        # A number that is a runtime parameter (fuzz seed 9001): torch-mlir converted it to i1.
+        "bool > -1": lambda d: torch.tensor([True, False, True], device=d) > -1,
+        "bool == 3": lambda d: torch.tensor([True, False], device=d) == 3,
+        "bool < 2.5": lambda d: torch.tensor([True, False], device=d) < 2.5,
     }
     for what, fn in cases.items():
         torch.testing.assert_close(fn("lazy").cpu(), fn("cpu"), msg=what)
