@@ -26,4 +26,6 @@ for folder, name in MAPPED.items():
     if folder != "test":
         packages += [f"{name}.{p}" for p in find_packages(folder)]
 
-setup(package_dir=package_dir, packages=packages)
+# The Vulkan layer's C source is built on first use (backends/iree/vulkan_layer.py).
+setup(package_dir=package_dir, packages=packages,
+      package_data={"lazy_mlir.backends.iree": ["*.c"], "lazy_mlir.tests": ["fixtures/vulkan/*.c"]})

@@ -139,6 +139,9 @@ VARIABLES: dict[str, Variable] = {
         Variable("LAZY_IREE_DEVICE", "str", "", "The IREE device to open (a URI or an index)."),
         Variable("LAZY_IREE_INPUT", "str", "", "Comma-separated IREE input forms to try, in order."),
         Variable("LAZY_IREE_FLAGS", "str", "", "Extra iree-compile flags (shell-quoted) for every IREE target."),
+        Variable("LAZY_IREE_VULKAN_SIGNAL_LAYER", "bool", True,
+                 "Load lazy-mlir's Vulkan layer that keeps IREE's host semaphore signals in order "
+                 "(off: IREE's wake-up race can lose the device)."),
         # -- tests ------------------------------------------------------------------
         Variable("LAZY_TEST_BACKENDS", "str", "", "Comma-separated backends the test suite parametrizes over."),
     ]

@@ -37,8 +37,9 @@ from broken_backend import BrokenBackend  # noqa: E402
 
 lazy_core.register_backend("broken", BrokenBackend)
 
-# LAZY_REQUIRE_BACKENDS: CI fails when a backend it requires skipped (test/require_backends.py).
-pytest_plugins = ["require_backends"]
+# LAZY_REQUIRE_BACKENDS: CI fails when a backend it requires skipped (test/require_backends.py);
+# vulkan_report: the summary says how often the Vulkan signal layer saved the device.
+pytest_plugins = ["require_backends", "vulkan_report"]
 
 DEFAULT_BACKENDS = ["eager", "reference", "iree-cpu", "iree-vulkan"]
 

@@ -156,6 +156,9 @@ def _vulkan_device_names() -> tuple[str, ...]:
     try:
         import iree.runtime as rt
 
+        from .runtime import prepare_driver
+
+        prepare_driver("vulkan")  # the driver made here is the process's: give it its layer
         return tuple(str(d.get("name", "")) for d in rt.get_driver("vulkan").query_available_devices())
     except Exception:  # no loader, no ICD: nothing to tune for
         return ()

@@ -12,12 +12,13 @@ packing): arguments in, buffer views out, nothing copied to the host.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Sequence
 
 import iree.runtime as rt
+
+from . import vulkan_layer
 
 # Devices, loaded modules and the device buffers of live lazy tensors are
 # process-lifetime objects here; Python does not free them before the
@@ -33,6 +34,14 @@ except ImportError:  # pragma: no cover - other runtime builds
 _lock = threading.Lock()
 _devices: dict[str, IreeDevice] = {}
 _parsed: set[str] = set()
+
+
+def prepare_driver(driver: str) -> None:
+    """What must be in place before a driver's first instance: runtime flags,
+    and for Vulkan lazy-mlir's signal-ordering layer (``vulkan_layer``)."""
+    if driver == "vulkan":
+        vulkan_layer.enable()
+    _parse_runtime_flags(driver)
 
 
 def _parse_runtime_flags(driver: str) -> None:
@@ -63,22 +72,11 @@ class IreeDevice:
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self.driver_name = uri.split("://", 1)[0].split(":", 1)[0]
-        _parse_runtime_flags(self.driver_name)
+        prepare_driver(self.driver_name)
         self.instance = rt.VmInstance()
         self.hal_device = rt.get_device(uri)
         self.hal_module = rt.create_hal_module(self.instance, self.hal_device)
         self.allocator = self.hal_device.allocator
-        # Host threads that submit to one Vulkan queue (the async worker
-        # running a program, the caller uploading or reading back) take turns.
-        # IREE's queue wake-up signal (vulkan/queue.c, signal_wakeup) takes its
-        # value from an atomic counter but signals outside any lock, and Mesa
-        # treats an out-of-order timeline signal as a lost device. This closes
-        # that window between our threads only: IREE's own completion thread
-        # calls it too, and CI still lost the device once with this in place
-        # (VK_ERROR_DEVICE_LOST, every later Vulkan test of that process
-        # failing; not reproduced outside CI). Other drivers keep their concurrency.
-        self.queue_lock: contextlib.AbstractContextManager = (
-            threading.RLock() if self.driver_name == "vulkan" else contextlib.nullcontext())
 
     def load(self, vmfb: bytes, func_name: str) -> IreeExecutable:
         return IreeExecutable(self, vmfb, func_name)
@@ -100,6 +98,7 @@ def get_device(uri: str) -> IreeDevice:
 def probe(driver: str, uri: str) -> str | None:
     """None if ``uri`` can be opened here, else a sentence naming what is missing."""
     try:
+        prepare_driver(driver)
         drv = rt.get_driver(driver)
     except Exception as e:  # the driver's user-space library is absent
         return f"IREE {driver} driver unavailable ({_first_line(e)})"
@@ -139,6 +138,5 @@ class IreeExecutable:
         for bv in args:
             arg_list.push_ref(bv)
         ret_list = rt.VmVariantList(max(1, n_results))
-        with self.device.queue_lock:
-            self.context.invoke(self.function, arg_list, ret_list)
+        self.context.invoke(self.function, arg_list, ret_list)
         return [ret_list.get_as_object(i, rt.HalBufferView) for i in range(len(ret_list))]

@@ -34,14 +34,13 @@ _UPLOAD_USAGE = int(rt.BufferUsage.DEFAULT)
 def upload(device: IreeDevice, tensor: torch.Tensor) -> rt.HalBufferView:
     """A new device buffer view holding a copy of ``tensor``."""
     array = dtypes.to_carrier_numpy(tensor.detach().cpu())
-    with device.queue_lock:
-        return device.allocator.allocate_buffer_copy(
-            memory_type=rt.MemoryType.DEVICE_LOCAL,
-            allowed_usage=_UPLOAD_USAGE,
-            device=device.hal_device,
-            buffer=array,
-            element_type=dtypes.hal_element_type(tensor.dtype),
-        )
+    return device.allocator.allocate_buffer_copy(
+        memory_type=rt.MemoryType.DEVICE_LOCAL,
+        allowed_usage=_UPLOAD_USAGE,
+        device=device.hal_device,
+        buffer=array,
+        element_type=dtypes.hal_element_type(tensor.dtype),
+    )
 
 
 def _mappable(buffer: rt.HalBuffer) -> bool:
@@ -56,14 +55,13 @@ def _staged(device: IreeDevice, source: rt.HalBuffer) -> rt.HalBuffer:
         allocation_size=source.byte_length(),
     )
     sem = device.hal_device.create_semaphore(0)
-    with device.queue_lock:
-        device.hal_device.queue_copy(
-            source,
-            staging,
-            wait_semaphores=rt.HalFence.create_at(sem, 0),
-            signal_semaphores=rt.HalFence.create_at(sem, 1),
-        )
-        rt.HalFence.create_at(sem, 1).wait()
+    device.hal_device.queue_copy(
+        source,
+        staging,
+        wait_semaphores=rt.HalFence.create_at(sem, 0),
+        signal_semaphores=rt.HalFence.create_at(sem, 1),
+    )
+    rt.HalFence.create_at(sem, 1).wait()
     return staging
 
 
@@ -75,11 +73,6 @@ def device_copies(device: IreeDevice, views: list[rt.HalBufferView]) -> list[rt.
     """
     if not views:
         return []
-    with device.queue_lock:
-        return _device_copies(device, views)
-
-
-def _device_copies(device: IreeDevice, views: list[rt.HalBufferView]) -> list[rt.HalBufferView]:
     hal = device.hal_device
     sem = hal.create_semaphore(0)
     out = []

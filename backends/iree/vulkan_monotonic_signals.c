@@ -1,0 +1,250 @@
+/*
+ * VK_LAYER_LAZY_MLIR_monotonic_host_signals: a Vulkan layer that makes host
+ * timeline-semaphore signals (vkSignalSemaphore) take turns, and absorbs a
+ * signal whose value the semaphore has already reached.
+ *
+ * Why: IREE 3.13's Vulkan queue wakes its completion thread with
+ * iree_hal_vulkan_queue_signal_wakeup (runtime/src/iree/hal/drivers/vulkan/
+ * queue.c), which takes the next value from an atomic counter and then calls
+ * vkSignalSemaphore outside any lock. Two threads promoting deferred
+ * submissions at once (a host thread and IREE's completion thread) can signal
+ * 6 and then 5. The spec forbids a value that is not greater than the current
+ * one (VUID-VkSemaphoreSignalInfo-value-03258) and Mesa's lavapipe answers it
+ * by marking the whole device lost: every later call of the process fails
+ * with VK_ERROR_DEVICE_LOST. The wake-up has already happened when the higher
+ * value landed, so dropping the late, lower signal keeps IREE's meaning.
+ *
+ * Only host signals pass through here; queue submissions are untouched.
+ * lazy-mlir builds this file with the system C compiler on first use of the
+ * IREE Vulkan backend (backends/iree/vulkan_layer.py) and enables it through
+ * the loader's VK_ADD_LAYER_PATH / VK_INSTANCE_LAYERS. The layer follows the
+ * Vulkan loader's layer interface (LoaderLayerInterface.md, interface
+ * version 0/1: the manifest names the two proc-address functions).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <vulkan/vk_layer.h>
+#include <vulkan/vulkan.h>
+
+#define LAYER_EXPORT __attribute__((visibility("default")))
+
+/* Instances and devices this layer has seen, with the next layer's entry
+ * points. A process opens a handful: fixed tables, guarded by one lock. */
+enum { kMaxInstances = 32, kMaxDevices = 64 };
+
+typedef struct {
+  VkInstance instance;
+  PFN_vkGetInstanceProcAddr next_gipa;
+  PFN_vkDestroyInstance next_destroy;
+} instance_entry_t;
+
+typedef struct {
+  VkDevice device;
+  PFN_vkGetDeviceProcAddr next_gdpa;
+  PFN_vkDestroyDevice next_destroy;
+  PFN_vkSignalSemaphore next_signal;
+  PFN_vkSignalSemaphoreKHR next_signal_khr;
+  PFN_vkGetSemaphoreCounterValue next_counter;
+  /* Host signals of this device take turns: the check and the signal are one step. */
+  pthread_mutex_t signal_lock;
+} device_entry_t;
+
+static pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;
+static instance_entry_t g_instances[kMaxInstances];
+static device_entry_t g_devices[kMaxDevices];
+static uint64_t g_absorbed;
+
+/* How many late, lower signals were dropped (read by lazy-mlir's tests). */
+LAYER_EXPORT uint64_t lazy_mlir_absorbed_signals(void) {
+  return __atomic_load_n(&g_absorbed, __ATOMIC_RELAXED);
+}
+
+static instance_entry_t* find_instance(VkInstance instance) {
+  for (int i = 0; i < kMaxInstances; ++i) {
+    if (g_instances[i].instance == instance) return &g_instances[i];
+  }
+  return NULL;
+}
+
+static device_entry_t* find_device(VkDevice device) {
+  for (int i = 0; i < kMaxDevices; ++i) {
+    if (g_devices[i].device == device) return &g_devices[i];
+  }
+  return NULL;
+}
+
+static device_entry_t* lookup_device(VkDevice device) {
+  if (device == VK_NULL_HANDLE) return NULL; /* empty slots hold VK_NULL_HANDLE */
+  pthread_mutex_lock(&g_table_lock);
+  device_entry_t* entry = find_device(device);
+  pthread_mutex_unlock(&g_table_lock);
+  return entry;
+}
+
+static VkResult signal_in_order(VkDevice device, const VkSemaphoreSignalInfo* info,
+                                int khr) {
+  device_entry_t* d = lookup_device(device);
+  if (!d) return VK_ERROR_INITIALIZATION_FAILED;
+  PFN_vkSignalSemaphore next = khr ? (PFN_vkSignalSemaphore)d->next_signal_khr
+                                   : d->next_signal;
+  pthread_mutex_lock(&d->signal_lock);
+  if (d->next_counter) {
+    uint64_t current = 0;
+    if (d->next_counter(device, info->semaphore, &current) == VK_SUCCESS &&
+        info->value <= current) {
+      pthread_mutex_unlock(&d->signal_lock);
+      __atomic_add_fetch(&g_absorbed, 1, __ATOMIC_RELAXED);
+      return VK_SUCCESS;
+    }
+  }
+  VkResult result = next(device, info);
+  pthread_mutex_unlock(&d->signal_lock);
+  return result;
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_SignalSemaphore(
+    VkDevice device, const VkSemaphoreSignalInfo* info) {
+  return signal_in_order(device, info, 0);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_SignalSemaphoreKHR(
+    VkDevice device, const VkSemaphoreSignalInfo* info) {
+  return signal_in_order(device, info, 1);
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(
+    VkDevice device, const VkAllocationCallbacks* allocator) {
+  pthread_mutex_lock(&g_table_lock);
+  device_entry_t* d = find_device(device);
+  PFN_vkDestroyDevice next = d ? d->next_destroy : NULL;
+  if (d) {
+    pthread_mutex_destroy(&d->signal_lock);
+    memset(d, 0, sizeof(*d));
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  if (next) next(device, allocator);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(
+    VkPhysicalDevice physical_device, const VkDeviceCreateInfo* create_info,
+    const VkAllocationCallbacks* allocator, VkDevice* out_device) {
+  VkLayerDeviceCreateInfo* chain = (VkLayerDeviceCreateInfo*)create_info->pNext;
+  while (chain && !(chain->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO &&
+                    chain->function == VK_LAYER_LINK_INFO)) {
+    chain = (VkLayerDeviceCreateInfo*)chain->pNext;
+  }
+  if (!chain) return VK_ERROR_INITIALIZATION_FAILED;
+  PFN_vkGetInstanceProcAddr gipa = chain->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+  PFN_vkGetDeviceProcAddr gdpa = chain->u.pLayerInfo->pfnNextGetDeviceProcAddr;
+  chain->u.pLayerInfo = chain->u.pLayerInfo->pNext;  /* the next layer's link */
+
+  PFN_vkCreateDevice next_create =
+      (PFN_vkCreateDevice)gipa(VK_NULL_HANDLE, "vkCreateDevice");
+  if (!next_create) return VK_ERROR_INITIALIZATION_FAILED;
+  VkResult result = next_create(physical_device, create_info, allocator, out_device);
+  if (result != VK_SUCCESS) return result;
+
+  VkDevice device = *out_device;
+  pthread_mutex_lock(&g_table_lock);
+  device_entry_t* d = find_device(VK_NULL_HANDLE);
+  if (d) {
+    d->device = device;
+    d->next_gdpa = gdpa;
+    d->next_destroy = (PFN_vkDestroyDevice)gdpa(device, "vkDestroyDevice");
+    d->next_signal = (PFN_vkSignalSemaphore)gdpa(device, "vkSignalSemaphore");
+    d->next_signal_khr = (PFN_vkSignalSemaphoreKHR)gdpa(device, "vkSignalSemaphoreKHR");
+    d->next_counter =
+        (PFN_vkGetSemaphoreCounterValue)gdpa(device, "vkGetSemaphoreCounterValue");
+    if (!d->next_counter) {
+      d->next_counter = (PFN_vkGetSemaphoreCounterValue)gdpa(
+          device, "vkGetSemaphoreCounterValueKHR");
+    }
+    pthread_mutex_init(&d->signal_lock, NULL);
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  if (!d) {
+    /* Out of slots: refuse the device rather than hand it out unprotected. */
+    PFN_vkDestroyDevice destroy = (PFN_vkDestroyDevice)gdpa(device, "vkDestroyDevice");
+    if (destroy) destroy(device, allocator);
+    return VK_ERROR_TOO_MANY_OBJECTS;
+  }
+  return VK_SUCCESS;
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroyInstance(
+    VkInstance instance, const VkAllocationCallbacks* allocator) {
+  pthread_mutex_lock(&g_table_lock);
+  instance_entry_t* entry = find_instance(instance);
+  PFN_vkDestroyInstance next = entry ? entry->next_destroy : NULL;
+  if (entry) memset(entry, 0, sizeof(*entry));
+  pthread_mutex_unlock(&g_table_lock);
+  if (next) next(instance, allocator);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateInstance(
+    const VkInstanceCreateInfo* create_info, const VkAllocationCallbacks* allocator,
+    VkInstance* out_instance) {
+  VkLayerInstanceCreateInfo* chain = (VkLayerInstanceCreateInfo*)create_info->pNext;
+  while (chain && !(chain->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO &&
+                    chain->function == VK_LAYER_LINK_INFO)) {
+    chain = (VkLayerInstanceCreateInfo*)chain->pNext;
+  }
+  if (!chain) return VK_ERROR_INITIALIZATION_FAILED;
+  PFN_vkGetInstanceProcAddr gipa = chain->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+  chain->u.pLayerInfo = chain->u.pLayerInfo->pNext;
+
+  PFN_vkCreateInstance next_create =
+      (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
+  if (!next_create) return VK_ERROR_INITIALIZATION_FAILED;
+  VkResult result = next_create(create_info, allocator, out_instance);
+  if (result != VK_SUCCESS) return result;
+
+  pthread_mutex_lock(&g_table_lock);
+  instance_entry_t* entry = find_instance(VK_NULL_HANDLE);
+  if (entry) {
+    entry->instance = *out_instance;
+    entry->next_gipa = gipa;
+    entry->next_destroy = (PFN_vkDestroyInstance)gipa(*out_instance, "vkDestroyInstance");
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  if (!entry) {
+    PFN_vkDestroyInstance destroy =
+        (PFN_vkDestroyInstance)gipa(*out_instance, "vkDestroyInstance");
+    if (destroy) destroy(*out_instance, allocator);
+    return VK_ERROR_TOO_MANY_OBJECTS;
+  }
+  return VK_SUCCESS;
+}
+
+LAYER_EXPORT VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL
+lazy_mlir_GetDeviceProcAddr(VkDevice device, const char* name) {
+  device_entry_t* d = lookup_device(device);
+  if (!strcmp(name, "vkGetDeviceProcAddr")) return (PFN_vkVoidFunction)lazy_mlir_GetDeviceProcAddr;
+  if (!strcmp(name, "vkDestroyDevice")) return (PFN_vkVoidFunction)layer_DestroyDevice;
+  if (!strcmp(name, "vkSignalSemaphore")) {
+    return d && d->next_signal ? (PFN_vkVoidFunction)layer_SignalSemaphore : NULL;
+  }
+  if (!strcmp(name, "vkSignalSemaphoreKHR")) {
+    return d && d->next_signal_khr ? (PFN_vkVoidFunction)layer_SignalSemaphoreKHR : NULL;
+  }
+  return d ? d->next_gdpa(device, name) : NULL;
+}
+
+LAYER_EXPORT VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL
+lazy_mlir_GetInstanceProcAddr(VkInstance instance, const char* name) {
+  if (!strcmp(name, "vkGetInstanceProcAddr")) return (PFN_vkVoidFunction)lazy_mlir_GetInstanceProcAddr;
+  if (!strcmp(name, "vkCreateInstance")) return (PFN_vkVoidFunction)layer_CreateInstance;
+  if (!strcmp(name, "vkDestroyInstance")) return (PFN_vkVoidFunction)layer_DestroyInstance;
+  if (!strcmp(name, "vkCreateDevice")) return (PFN_vkVoidFunction)layer_CreateDevice;
+  if (!strcmp(name, "vkGetDeviceProcAddr")) return (PFN_vkVoidFunction)lazy_mlir_GetDeviceProcAddr;
+  if (!strcmp(name, "vkDestroyDevice")) return (PFN_vkVoidFunction)layer_DestroyDevice;
+  if (!strcmp(name, "vkSignalSemaphore")) return (PFN_vkVoidFunction)layer_SignalSemaphore;
+  if (!strcmp(name, "vkSignalSemaphoreKHR")) return (PFN_vkVoidFunction)layer_SignalSemaphoreKHR;
+  if (instance == VK_NULL_HANDLE) return NULL;
+  pthread_mutex_lock(&g_table_lock);
+  instance_entry_t* entry = find_instance(instance);
+  PFN_vkGetInstanceProcAddr next = entry ? entry->next_gipa : NULL;
+  pthread_mutex_unlock(&g_table_lock);
+  return next ? next(instance, name) : NULL;
+}
