@@ -67,6 +67,17 @@ _INTEGRAL_ONLY = {
 
 _INTEGRAL_ONLY_STRIPPED = {n.rstrip("_") for n in _INTEGRAL_ONLY}
 
+# Ops whose CPU kernel refuses bool tensors while their meta kernel accepts
+# them: ``mask.argmax()`` returned an index where eager raises "argmax(): does
+# not support bool input", ``mask.abs()`` a tensor where eager raises
+# NotImplementedError. A bool operand runs the CPU check (``_cpu_dtype_check``).
+# In-place forms share the base name.
+_BOOL_REFUSED = {
+    "argmax", "argmin", "topk", "kthvalue", "abs", "floor", "round", "trunc", "remainder", "fmod",
+    "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "lerp", "addcmul",
+    "addcdiv", "relu",
+}
+
 
 @dataclass(slots=True)
 class OpPlan:
@@ -95,6 +106,8 @@ class OpPlan:
     cpu_dtype_check: bool = False
     # Whether the op is defined on integers and bools only (_INTEGRAL_ONLY).
     integral_only: bool = False
+    # Whether the CPU kernel refuses bool operands (_BOOL_REFUSED).
+    bool_refused: bool = False
 
 
 # Keyed by id(op): OpOverload.__hash__ is a Python function, and this lookup
@@ -147,7 +160,8 @@ def _make_plan(op: Any) -> OpPlan:
         p.functional = _functional_variant(op, p)
         p.casts_result = not p.is_out_variant or torch.Tag.pointwise in tags
     p.integral_only = base_name.rstrip("_") in _INTEGRAL_ONLY_STRIPPED
-    p.cpu_dtype_check = base_name in _CPU_DTYPE_CHECKED or p.integral_only
+    p.bool_refused = base_name.rstrip("_") in _BOOL_REFUSED
+    p.cpu_dtype_check = base_name in _CPU_DTYPE_CHECKED or p.integral_only or p.bool_refused
     return p
 
 

@@ -351,7 +351,7 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
     if p.has_device_arg:
         mkwargs["device"] = torch.device("meta")
     if p.cpu_dtype_check:
-        _cpu_dtype_check(op, margs, mkwargs, p.integral_only)
+        _cpu_dtype_check(op, margs, mkwargs, p.integral_only, p.bool_refused)
     with metrics.timed("shape_inference"):
         try:
             result = op(*margs, **mkwargs)
@@ -388,11 +388,13 @@ def _negative_integer_power(op: Any, margs: tuple) -> bool:
     return False
 
 
-def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict, integral_only: bool = False) -> None:
+def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict, integral_only: bool = False,
+                     bool_refused: bool = False) -> None:
     """Raise the CPU kernel's own error for an op whose meta kernel skips its
     dtype checks (``op_schema._CPU_DTYPE_CHECKED``), when its tensor operands
-    have mixed dtypes (index operands aside: they are integers by design), or
-    for an integer-only op (``op_schema._INTEGRAL_ONLY``) given a float.
+    have mixed dtypes (index operands aside: they are integers by design), for
+    an integer-only op (``op_schema._INTEGRAL_ONLY``) given a float, or for an
+    op whose kernel refuses bools (``op_schema._BOOL_REFUSED``) given one.
 
     The op runs once on zeros of the operands' shapes and dtypes; a kernel
     that rejects the dtypes raises before computing, and one that accepts
@@ -412,7 +414,8 @@ def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict, integral_only: bool =
         any(d.is_floating_point or d.is_complex for d in dtypes)
         or any(isinstance(a, float | complex) for a in margs)
     )
-    if len(dtypes) < 2 and not refused_float and not _negative_integer_power(op, margs):
+    refused_bool = bool_refused and torch.bool in dtypes
+    if len(dtypes) < 2 and not refused_float and not refused_bool and not _negative_integer_power(op, margs):
         return
 
     def cpu(x: Any) -> Any:

@@ -133,6 +133,14 @@ DECOMPOSED_OPS = (
     aten.__rshift__.Tensor,
     aten.bitwise_left_shift.Tensor,
     aten.bitwise_right_shift.Tensor,
+    # The same shifts by a number (``x << 70``), lowered to the same poison
+    # instructions: ``x << 70`` gave ``x << 6`` and ``x >> 64`` gave ``x``.
+    # Decomposed only for an amount outside [0, bits) or a runtime one
+    # (_ONLY_WHEN); an in-range constant amount lowers as it is.
+    aten.__lshift__.Scalar,
+    aten.__rshift__.Scalar,
+    aten.bitwise_left_shift.Tensor_Scalar,
+    aten.bitwise_right_shift.Tensor_Scalar,
     # ``reciprocal`` of a tensor holding 0.0 ended the process on the reference
     # backend (MLIR: "unimplemented: tensor with zero element", SIGABRT); the
     # same division written as ``1 / x`` gives inf as it should.
@@ -154,10 +162,14 @@ DECOMPOSED_OPS = (
     aten.div.Scalar_mode,
 )
 
+_SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
+                  aten.bitwise_right_shift.Tensor_Scalar)
+
 #: Decomposed even with a runtime scalar operand, which the decomposition
 #: then receives as a 0-d tensor (``x // 0.3``: 0.3 is a parameter).
 SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divide.Scalar, aten.div.Tensor_mode,
-                                      aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar})
+                                      aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar,
+                                      *_SCALAR_SHIFTS})
 
 
 #: Comparisons with a constant Python number. torch-mlir's folder for their
@@ -423,6 +435,36 @@ def _shift_right(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return shifted.masked_fill(out, 0)
 
 
+def _amount(amount: Any) -> torch.Tensor:
+    """A shift amount as a 0-d tensor: a runtime amount already is one; a
+    number becomes int64, which ``_shift_operands`` converts to the shifted
+    dtype as the kernel does (``uint8 << 300`` shifts by 44)."""
+    return amount if isinstance(amount, torch.Tensor) else torch.scalar_tensor(amount, dtype=torch.int64)
+
+
+def _shift_left_scalar(x: torch.Tensor, amount: Any) -> torch.Tensor:
+    return _shift_left(x, _amount(amount))
+
+
+def _shift_right_scalar(x: torch.Tensor, amount: Any) -> torch.Tensor:
+    return _shift_right(x, _amount(amount))
+
+
+def _shift_amount_needs_checks(node: Node) -> bool:
+    """A runtime amount, or a constant one outside [0, bits) once converted to
+    the shifted dtype; a constant in range lowers as it is."""
+    meta = node.metas[0] if node.metas else None
+    if meta is None or meta.dtype.is_floating_point or meta.dtype.is_complex or meta.dtype == torch.bool:
+        return False
+    amount = node.args[1]
+    if isinstance(amount, Output):
+        return True
+    if not isinstance(amount, int):
+        return False
+    wrapped = int(torch.tensor(amount, dtype=torch.int64).to(meta.dtype))
+    return not 0 <= wrapped < torch.iinfo(meta.dtype).bits
+
+
 def _reciprocal(x: torch.Tensor) -> torch.Tensor:
     """``1 / x`` in the result's (floating) dtype."""
     dtype = x.dtype if x.is_floating_point() or x.is_complex() else torch.get_default_dtype()
@@ -541,6 +583,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.add.Scalar] = _bool_add
     table[aten.__lshift__.Tensor] = table[aten.bitwise_left_shift.Tensor] = _shift_left
     table[aten.__rshift__.Tensor] = table[aten.bitwise_right_shift.Tensor] = _shift_right
+    table[aten.__lshift__.Scalar] = table[aten.bitwise_left_shift.Tensor_Scalar] = _shift_left_scalar
+    table[aten.__rshift__.Scalar] = table[aten.bitwise_right_shift.Tensor_Scalar] = _shift_right_scalar
     table.update(_nan_table())
     return table
 
@@ -558,6 +602,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.fmod.Scalar: _floor_division_operands,
     aten.floor_divide.default: _floor_division,
     aten.floor_divide.Scalar: _floor_division,
+    **dict.fromkeys(_SCALAR_SHIFTS, _shift_amount_needs_checks),
     aten.div.Tensor_mode: _floor_division,
     aten.div.Scalar_mode: _floor_division,
     aten.add.Tensor: _bool_plus_python_bool,
@@ -779,6 +824,11 @@ def _sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[tor
     elements that are +inf or NaN (PyTorch puts every NaN after +inf)."""
     if x.dim() == 0:
         return x.clone(), x.new_zeros((), dtype=torch.int64)
+    if x.dtype == torch.bool:
+        # torch-mlir compares i1 as signed (True is -1): ``mask.sort()`` put
+        # True first. Sorted as uint8 (False < True), turned back to bool.
+        values, indices = _plain_sort(x.to(torch.uint8), dim, descending)
+        return values.to(torch.bool), indices
     if not x.is_floating_point():
         return _plain_sort(x, dim, descending)
     d = dim % x.dim()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -323,3 +324,40 @@ def test_linalg_status_raises_like_eager(backend_name: str) -> None:
     good = torch.tensor([[4.0, 2.0], [2.0, 3.0]])
     torch.testing.assert_close(torch.linalg.cholesky(good.to("lazy")).cpu(), torch.linalg.cholesky(good))
     gc.collect()
+
+
+_BOOL_REFUSED = {
+    "argmax": lambda m: m.argmax(),
+    "argmin": lambda m: m.argmin(1),
+    "topk": lambda m: m.topk(1),
+    "kthvalue": lambda m: m.kthvalue(1),
+    "abs": lambda m: m.abs(),
+    "floor": lambda m: m.floor(),
+    "round": lambda m: m.round(),
+    "remainder": lambda m: m % m,
+    "mm": lambda m: m @ m.T,
+    "bmm": lambda m: m[None] @ m.T[None],
+    "lerp": lambda m: torch.lerp(m, m, 0.5),
+    "addcmul": lambda m: torch.addcmul(m, m, m),
+    "relu": lambda m: torch.relu(m),
+    "abs_": lambda m: m.clone().abs_(),
+}
+
+
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_bool_inputs_the_cpu_kernel_refuses_raise_like_eager(backend_name: str) -> None:
+    """``mask.argmax()`` returned an index and ``mask.abs()`` a tensor where eager raises
+    ("argmax(): does not support bool input", NotImplementedError "abs_cpu"): their meta
+    kernels accept bools. lazy_core runs the CPU kernel on zeros for a bool operand of these
+    ops (op_schema._BOOL_REFUSED), so the same error comes at the call, as eagerly."""
+    use_backend(backend_name)
+    mask = torch.tensor([[True, False, True], [False, False, True]])
+    for fn in _BOOL_REFUSED.values():  # a failure shows the lambda, which names the op
+        with pytest.raises(Exception) as expected:
+            fn(mask)
+        with pytest.raises(type(expected.value), match=re.escape(str(expected.value).splitlines()[0][:40])):
+            fn(mask.to("lazy"))
+    # The same ops on the dtypes they accept still trace and compile.
+    ints = mask.to(torch.int64)
+    torch.testing.assert_close(ints.to("lazy").argmax().cpu(), ints.argmax())
+    torch.testing.assert_close(ints.to("lazy").abs().cpu(), ints.abs())
