@@ -487,6 +487,27 @@ def _fmod_float(x: torch.Tensor, y: Any) -> torch.Tensor:
     return torch.where(signed == 0.0, x * 0.0, signed)
 
 
+def _fmod(x: torch.Tensor, y: Any) -> torch.Tensor:
+    """``fmod``: floating results as ``_fmod_float``; an integer tensor by a
+    number through ``fmod.Tensor`` with the number as a 0-d tensor of the
+    result dtype (torch-mlir lowers no integer ``fmod.Scalar``: the graph
+    failed to compile)."""
+    from torch.fx.experimental.proxy_tensor import decompose
+
+    dtype = _result_dtype(x, y)
+    if dtype.is_floating_point:
+        return _fmod_float(x, y)
+    y = y.to(dtype) if isinstance(y, torch.Tensor) else torch.scalar_tensor(y, dtype=dtype)
+    with decompose({}):
+        return aten.fmod.Tensor(x.to(dtype), y)
+
+
+def _integer_or_floating_result(node: Node) -> bool:
+    meta = node.metas[0] if node.metas else None
+    return meta is not None and meta.dtype != torch.bool and not meta.dtype.is_complex \
+        and (meta.dtype in (torch.float32, torch.float64) or not meta.dtype.is_floating_point)
+
+
 def _floor_divide_float(x: torch.Tensor, y: Any) -> torch.Tensor:
     """Floating ``x // y`` as PyTorch's CPU kernel computes it (``div_floor_floating``
     in c10): from the exact fmod, ``(x - mod) / y`` is an integer up to rounding,
@@ -574,7 +595,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.index_put.default] = _index_put_mask
     table[aten._index_put_impl.default] = _index_put_mask
     table[aten.pow.Tensor_Scalar] = _pow_integer_base
-    table[aten.fmod.Tensor] = table[aten.fmod.Scalar] = _fmod_float
+    table[aten.fmod.Tensor] = table[aten.fmod.Scalar] = _fmod
     table[aten.floor_divide.default] = table[aten.floor_divide.Scalar] = _floor_divide_float
     table[aten.div.Tensor_mode] = table[aten.div.Scalar_mode] = _div_mode
     table[aten.reciprocal.default] = _reciprocal
@@ -599,7 +620,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.eq.Tensor: lambda node: _same_value(node.args[0], node.args[1]),
     aten.pow.Tensor_Scalar: _integer_base,
     aten.fmod.Tensor: _floor_division_operands,
-    aten.fmod.Scalar: _floor_division_operands,
+    aten.fmod.Scalar: _integer_or_floating_result,
     aten.floor_divide.default: _floor_division,
     aten.floor_divide.Scalar: _floor_division,
     **dict.fromkeys(_SCALAR_SHIFTS, _shift_amount_needs_checks),

@@ -159,6 +159,18 @@ def test_shifts_by_any_amount(backend, dtype):
     check(fn, x, y, torch.tensor(_MASK))
 
 
+@pytest.mark.parametrize("dtype", [*WITH_INT16, torch.int32, torch.int64], ids=str)
+def test_integer_fmod_by_a_number(backend, dtype):
+    """``torch.fmod(int_tensor, 3)`` failed to compile on every compiled backend
+    (torch-mlir lowers no integer ``fmod.Scalar``); it runs as ``fmod.Tensor``
+    with a 0-d divisor now (lowering/decompositions.py, ``_fmod``)."""
+    def fn(x, y, m):
+        return [torch.fmod(x, 3), torch.fmod(x, -3), torch.fmod(x, 1), torch.fmod(x, 7) + x]
+
+    x = torch.tensor(_X.get(dtype, [-(2 ** 30), -1, 0, 1, 2 ** 30, -300, 12345, -3]), dtype=dtype)
+    check(fn, x, x, torch.tensor(_MASK))
+
+
 def test_bool_sorts_false_first(backend):
     """torch-mlir compares i1 as signed (True is -1): ``mask.sort()`` put True
     first and ``descending=True`` False first (reference, iree-cpu). Fixed in
