@@ -346,6 +346,13 @@ def _guard_division(b: _Bound, op: str, loc: Any) -> None:
                 raise site.exc(site.message)
         elif d == 0:
             raise site.exc(site.message)
+        minus_one = d.numel() == 1 and int(d) == -1 if isinstance(d, torch.Tensor) else d == -1
+        if minus_one and dtype.is_signed and _is_lazy(a) and ("remainder" in op or "fmod" in op):
+            # INT_MIN % -1 traps in hardware (SIGFPE on the compiled CPU backends);
+            # every remainder by -1 is 0, so INT_MIN is replaced by 0 before it.
+            av = a._lz_value()
+            low = torch.iinfo(av.meta.dtype).min
+            b.set("self", _op(aten.masked_fill.Scalar, (av, _op(aten.eq.Scalar, (av, low), loc), 0), loc))
         return
     dv = d._lz_value()
     zero = _op(aten.eq.Scalar, (dv, 0), loc)

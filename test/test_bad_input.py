@@ -97,6 +97,14 @@ for name, fn in cases(good=True):
     same = kind == lkind == "ok" and torch.equal(cpu, lazy)
     print(json.dumps({"case": "good_" + name, "same": same, "lazy": lkind if lkind == "ok" else lazy}), flush=True)
 
+# INT_MIN % -1 traps in hardware (SIGFPE): a number divisor of -1 used to kill
+# the process on the compiled CPU backends, where eager gives 0.
+IMIN = torch.tensor([-(2**63), 9, -(2**31)], dtype=torch.int64)
+by_minus_one = [lambda d: IMIN.to(d) % -1, lambda d: torch.fmod(IMIN.to(d), -1),
+                lambda d: IMIN.to(torch.int32).to(d) % -1, lambda d: IMIN.to(d) % torch.tensor(-1)]
+print(json.dumps({"case": "int_min_by_minus_one",
+                  "same": all(torch.equal(f("cpu"), run(f, "lazy")[1]) for f in by_minus_one)}), flush=True)
+
 # A small training step (embedding + cross_entropy) matches eager.
 torch.manual_seed(1)
 emb, head = torch.nn.Embedding(7, 4), torch.nn.Linear(4, 3)
@@ -170,6 +178,7 @@ def test_bad_indices_and_divisors_raise_like_eager(backend_name: str) -> None:
     assert not wrong, f"lazy did not raise eager's error type: {wrong}"
     good = [r for r in rows if r["case"].startswith("good_")]
     assert len(good) == len(bad) and all(r["same"] for r in good), [r for r in good if not r["same"]]
+    assert {"case": "int_min_by_minus_one", "same": True} in rows, rows
     assert rows[-1] == {"case": "train_after", "same": True}
 
 
