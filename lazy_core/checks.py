@@ -11,7 +11,8 @@ PyTorch's own error and keeps the process usable:
   runs on a *safe* index (bad entries replaced by 0, ``nll_loss``'s
   ``ignore_index`` kept), so compiled code never reads or writes out of
   bounds. Integer division divides by a safe divisor (0 -> 1, and
-  ``INT_MIN / -1`` -> 1, which traps in hardware too).
+  ``INT_MIN / -1`` -> 1, which traps in hardware too); a remainder by the
+  number -1 (always 0) gets a dividend whose INT_MIN is replaced by 0.
 * The flags fold into one int64 value, "the first failing check" (0: none),
   an ordinary lazy tensor carried from step to step: one extra output per
   graph, no host sync at ``mark_step()``, so async execution still overlaps.
