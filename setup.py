@@ -28,4 +28,4 @@ for folder, name in MAPPED.items():
 
 # The Vulkan layer's C source is built on first use (backends/iree/vulkan_layer.py).
 setup(package_dir=package_dir, packages=packages,
-      package_data={"lazy_mlir.backends.iree": ["*.c"], "lazy_mlir.tests": ["fixtures/vulkan/*.c"]})
+      package_data={"lazy_mlir.backends.iree": ["*.c"]})

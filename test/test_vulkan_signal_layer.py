@@ -28,7 +28,59 @@ from require_backends import required_backends
 import lazy_core
 from lazy_mlir.backends.iree import vulkan_layer
 
-FIXTURE = Path(__file__).parent / "fixtures" / "vulkan" / "out_of_order_signal.c"
+# The probe, a C program on the Vulkan API (kept here so the wheel's copy of
+# this test has it too).
+_PROBE_C = r"""
+/*
+ * Signals a timeline semaphore 5 and then 3 from the host, the out-of-order
+ * pair IREE's Vulkan wake-up race produces, then asks whether the device
+ * still works. Prints one line per step; test_vulkan_signal_layer.py reads it.
+ * Exit status 2: no Vulkan device with timeline semaphores.
+ */
+#include <stdio.h>
+#include <vulkan/vulkan.h>
+
+int main(void) {
+  VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "lazy-mlir-test", 0,
+                           "lazy-mlir", 0, VK_API_VERSION_1_2};
+  VkInstanceCreateInfo instance_info = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app};
+  VkInstance instance;
+  if (vkCreateInstance(&instance_info, NULL, &instance) != VK_SUCCESS) return 2;
+  uint32_t count = 1;
+  VkPhysicalDevice physical;
+  if (vkEnumeratePhysicalDevices(instance, &count, &physical) < 0 || count == 0) return 2;
+
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, 0, 1,
+                                   &priority};
+  VkPhysicalDeviceTimelineSemaphoreFeatures timeline = {
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES, NULL, VK_TRUE};
+  VkDeviceCreateInfo device_info = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &timeline, 0, 1, &queue};
+  VkDevice device;
+  if (vkCreateDevice(physical, &device_info, NULL, &device) != VK_SUCCESS) return 2;
+
+  VkSemaphoreTypeCreateInfo type = {VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO, NULL,
+                                    VK_SEMAPHORE_TYPE_TIMELINE, 0};
+  VkSemaphoreCreateInfo semaphore_info = {VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &type, 0};
+  VkSemaphore semaphore;
+  if (vkCreateSemaphore(device, &semaphore_info, NULL, &semaphore) != VK_SUCCESS) return 2;
+
+  VkSemaphoreSignalInfo signal = {VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, NULL, semaphore, 5};
+  printf("signal 5: %d\n", (int)vkSignalSemaphore(device, &signal));
+  signal.value = 3;
+  printf("signal 3: %d\n", (int)vkSignalSemaphore(device, &signal));
+  signal.value = 7;
+  printf("signal 7: %d\n", (int)vkSignalSemaphore(device, &signal));
+  uint64_t value = 0;
+  vkGetSemaphoreCounterValue(device, semaphore, &value);
+  printf("value: %llu\n", (unsigned long long)value);
+  printf("device idle: %d\n", (int)vkDeviceWaitIdle(device));
+  vkDestroySemaphore(device, semaphore, NULL);
+  vkDestroyDevice(device, NULL);
+  vkDestroyInstance(instance, NULL);
+  return 0;
+}
+"""
 VK_ERROR_DEVICE_LOST = -4
 
 
@@ -47,8 +99,10 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not compiler:
         _missing("no C compiler to build the Vulkan probe (install gcc)")
-    exe = tmp_path_factory.mktemp("vk") / "out_of_order_signal"
-    proc = subprocess.run([compiler, "-o", str(exe), str(FIXTURE), "-lvulkan"],
+    folder = tmp_path_factory.mktemp("vk")
+    source, exe = folder / "out_of_order_signal.c", folder / "out_of_order_signal"
+    source.write_text(_PROBE_C)
+    proc = subprocess.run([compiler, "-o", str(exe), str(source), "-lvulkan"],
                           capture_output=True, text=True)
     if proc.returncode:
         _missing(f"cannot build the Vulkan probe (Debian: libvulkan-dev): {proc.stderr.strip()[:300]}")
