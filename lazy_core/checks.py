@@ -352,8 +352,9 @@ def _guard_division(b: _Bound, op: str, loc: Any) -> None:
             # INT_MIN % -1 traps in hardware (SIGFPE on the compiled CPU backends);
             # every remainder by -1 is 0, so INT_MIN is replaced by 0 before it.
             av = a._lz_value()
-            low = torch.iinfo(av.meta.dtype).min
-            b.set("self", _op(aten.masked_fill.Scalar, (av, _op(aten.eq.Scalar, (av, low), loc), 0), loc))
+            if av.meta.dtype.is_signed and not av.meta.dtype.is_floating_point:  # not a bool dividend
+                low = torch.iinfo(av.meta.dtype).min
+                b.set("self", _op(aten.masked_fill.Scalar, (av, _op(aten.eq.Scalar, (av, low), loc), 0), loc))
         return
     dv = d._lz_value()
     zero = _op(aten.eq.Scalar, (dv, 0), loc)
