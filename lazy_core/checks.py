@@ -361,7 +361,7 @@ def _guard_division(b: _Bound, op: str, loc: Any) -> None:
     _fold(_op(aten.any.default, (zero,), loc), site)
     if dtype.is_signed and _is_lazy(a) and not dv.meta.dtype == torch.uint8:
         # INT_MIN / -1 overflows, and traps in hardware like a zero divisor.
-        low = torch.iinfo(a.dtype).min if not a.dtype.is_floating_point else None
+        low = torch.iinfo(a.dtype).min if a.dtype.is_signed and not a.dtype.is_floating_point else None
         if low is not None:
             ov = _op(aten.logical_and.default, (_op(aten.eq.Scalar, (a._lz_value(), low), loc),
                                                 _op(aten.eq.Scalar, (dv, -1), loc)), loc)

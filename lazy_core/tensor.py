@@ -418,9 +418,12 @@ def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict, integral_only: bool =
     if len(dtypes) < 2 and not refused_float and not refused_bool and not _negative_integer_power(op, margs):
         return
 
+    # Ones for a bool refusal: zeros would make ``mask % int_tensor`` divide by zero.
+    fill = torch.ones if refused_bool else torch.zeros
+
     def cpu(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
-            return torch.zeros(x.shape, dtype=x.dtype)
+            return fill(x.shape, dtype=x.dtype)
         if isinstance(x, list | tuple):
             return type(x)(cpu(v) for v in x)
         return x
