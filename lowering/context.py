@@ -29,8 +29,9 @@ from lazy_core.graph import LazyGraph
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from . import bf16
+from .comparisons import SCALAR_COMPARISONS, rewrite_number_comparisons
 from .computation import ArgInfo, Computation, ResultInfo
-from .decompositions import DECOMPOSED_OPS, SCALAR_COMPARISONS, TENSOR_FORMS, canonical_args
+from .decompositions import DECOMPOSED_OPS, TENSOR_FORMS, canonical_args
 from .decompositions import inline as inline_decomposition
 from .errors import LoweringError
 from .fx_meta import fake_tensor as _fake_tensor
@@ -206,6 +207,7 @@ class LoweringContext:
                 self._results.append(ResultInfo(meta.shape, meta.dtype))
             outs.append(value)
         g.output(tuple(outs))
+        rewrite_number_comparisons(g)  # every one, those of decompositions too
         widen_small_ints(g)
         return g
 
@@ -243,8 +245,6 @@ class LoweringContext:
             # ``torch.div(x, 0.3, rounding_mode="trunc")`` records the Tensor form
             # with a number, which the torch dialect rejects: give it the 0-d tensor.
             call_args = (call_args[0], self._scalar_tensor(call_args[1]), *call_args[2:])
-        elif target in SCALAR_COMPARISONS and _is_number(call_args[1]) and isinstance(node.args[0], Output):
-            target, call_args = self._comparison(target, node.args[0].meta, call_args)
         elif target in SCALAR_COMPARISONS and call_args[1] in self._selects and node.args[0].meta.dtype == torch.bool:
             # A bool tensor against a runtime number: torch-mlir's lowering converts the
             # number to i1 (``mask > -1`` compared with True). PyTorch compares in the
@@ -381,31 +381,6 @@ class LoweringContext:
             return item
 
         return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
-
-    def _comparison(self, op: Any, meta: TensorMeta, args: tuple) -> tuple[Any, tuple]:
-        """``tensor <op> number`` in a form torch-mlir folds and lowers correctly (``SCALAR_COMPARISONS``).
-
-        The number is first cast to the dtype PyTorch compares in. A float
-        tensor keeps the Scalar form with that float (its folder's float path
-        is right, and an f16 constant needs no f64-to-f16 conversion in the
-        compiled code); an integer tensor and an int keep the Scalar form; a
-        bool tensor is converted to the compare dtype first (torch-mlir
-        converts the other operand to i1 instead); an integer tensor with a
-        float or a bool is compared with a 0-d constant through the Tensor form.
-        """
-        self_dtype, number = meta.dtype, args[1]
-        if self_dtype.is_complex or (self_dtype != torch.bool and not self_dtype.is_floating_point
-                                     and type(number) is int):
-            return op, args  # integers of one kind: the folder is right (complex ops run eagerly)
-        dtype = torch.result_type(torch.empty((1,), dtype=self_dtype), number)
-        value = torch.tensor(number, dtype=dtype).item()
-        if self_dtype == torch.bool:
-            return op, (self._cast(args[0], meta, dtype), value)
-        if self_dtype.is_floating_point:
-            return op, (args[0], float(value))
-        const = self._fx.call_function(torch.ops.aten.scalar_tensor.default, (value,), {"dtype": dtype})
-        _set_meta(const, _meta_tensor(TensorMeta((), dtype, ())))
-        return SCALAR_COMPARISONS[op], (args[0], const)
 
     def _cast(self, value: Any, meta: TensorMeta, dtype: torch.dtype) -> Any:
         """The FX tensor ``value`` (typed by ``meta``) converted to ``dtype``."""

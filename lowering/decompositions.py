@@ -172,25 +172,6 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divi
                                       *_SCALAR_SHIFTS})
 
 
-#: Comparisons with a constant Python number. torch-mlir's folder for their
-#: Scalar forms (``comparisonScaleFolder``) picks its integer or float path
-#: from the scalar, not from the tensor (reading a float's bits as an integer:
-#: undefined behaviour), and reads a bool as a signed 1-bit integer: once the
-#: tensor is a constant, ``torch.ones(3) > 0`` folded to all False, and so did
-#: ``bool_mask > 0`` (IREE; torch-mlir 20261001 and HEAD).
-#: The lowering gives a float tensor a float number and compares an integer or
-#: bool tensor with a 0-d constant through the Tensor form, which has no such
-#: folder (``eq.Tensor`` folds only equal types).
-SCALAR_COMPARISONS = {
-    aten.eq.Scalar: aten.eq.Tensor,
-    aten.ne.Scalar: aten.ne.Tensor,
-    aten.lt.Scalar: aten.lt.Tensor,
-    aten.le.Scalar: aten.le.Tensor,
-    aten.gt.Scalar: aten.gt.Tensor,
-    aten.ge.Scalar: aten.ge.Tensor,
-}
-
-
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
 #: form with the scalar as a 0-d tensor (what PyTorch's kernel does with it;
 #: for these ops a wrapped number and a 0-d tensor promote alike). Not a

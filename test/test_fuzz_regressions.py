@@ -209,15 +209,61 @@ def test_scatter_and_gather_with_a_negative_dim(name: str) -> None:
     _prints_true_in_a_subprocess(_NEGATIVE_DIM_SCATTER, name)
 
 
+_COMPARISONS_INSIDE_DECOMPOSITIONS = """
+import torch, lazy_core
+lazy_core.init({name!r})
+
+def seed_7100(d):  # the fuzzer's shrunk program
+    v0 = torch.tensor(1, device=d)
+    v3, v4 = torch.min(torch.clamp(v0, min=v0), -1)
+    return -1.5 / v3, torch.clamp(v4, 1, 2.0)
+
+cases = [
+    seed_7100,
+    lambda d: torch.clamp(torch.min(torch.tensor(1, device=d), -1)[1], 1, 2.0),
+    lambda d: torch.clamp(torch.zeros((), dtype=torch.int64, device=d), 1, 2.0),
+    lambda d: torch.clamp(torch.zeros(3, device=d), min=1),
+    lambda d: torch.clamp(torch.full((2,), 3, device=d), max=2.5),
+    lambda d: torch.clamp(torch.ones(2, dtype=torch.bool, device=d), 0, 0),
+    lambda d: torch.nn.functional.hardtanh(torch.zeros(3, device=d) + 2),
+    lambda d: torch.maximum(torch.zeros(2, device=d), torch.ones(2, dtype=torch.int64, device=d)),
+]
+ok = True
+for fn in cases:
+    got, want = fn("lazy"), fn("cpu")
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):
+        g = g.cpu()
+        if g.dtype != w.dtype or not torch.equal(g, w):
+            ok = False
+            print("MISMATCH", g, w)
+print(ok)
+"""
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_comparisons_inside_decompositions_fold_correctly(name: str) -> None:
+    """Fuzz seed 7100 killed the reference backend with SIGSEGV, and ``clamp(min(t, -1).indices, 1,
+    2.0)`` of a one-element ``t`` returned 0.0 (eager 1.0) on reference and iree-cpu. Root cause
+    upstream, the same torch-mlir folder as the test below (``comparisonScaleFolder`` reads the
+    tensor's elements as the number's kind: an integer as a float crashed, a float as an integer
+    gave a wrong bool), reached through comparisons that a *decomposition* emits (clamp's
+    ``lt(x, 1)`` once ``x`` folded to a constant). The old fix rewrote only the comparisons the
+    user wrote. Fixed in lowering/comparisons.py: a pass over the finished FX graph rewrites every
+    comparison with a number. A child process: a crash ends only the child."""
+    _prints_true_in_a_subprocess(_COMPARISONS_INSIDE_DECOMPOSITIONS, name)
+
+
 @pytest.mark.parametrize("name", on_backends())
 def test_comparisons_of_constant_tensors_with_numbers(name: str) -> None:
     """``torch.ones(3) > 0`` gave all False on both IREE backends, and so did a bool mask ``> 0``
     (fuzz seed 777: ``v.masked_fill(v > 0, -1.5)`` left ``v`` unchanged). Root cause upstream:
     torch-mlir's folder for ``aten.gt.Scalar`` and its siblings takes its integer or float path
     from the scalar's kind, not the tensor's, and reads a bool as a signed 1-bit integer; the
-    constant tensor made it fold. Fixed in lowering/context.py: a comparison with a number is
-    emitted as its Tensor form against a 0-d constant of the dtype PyTorch compares in
-    (``SCALAR_COMPARISONS``); ``test_torch_mlir_still_misfolds_scalar_comparisons`` watches upstream."""
+    constant tensor made it fold. Fixed in lowering/comparisons.py: a comparison with a number is
+    emitted in a form whose folding is right (a float for a float tensor, the Tensor form against a
+    0-d constant of the dtype PyTorch compares in for an integer one);
+    ``test_torch_mlir_still_misfolds_scalar_comparisons`` watches upstream."""
     use_backend(name)
     cases = {
         "float > int": lambda d: torch.ones(3, device=d) > 0,
@@ -313,7 +359,7 @@ def test_floor_division_of_floats_matches_eager(name: str, monkeypatch: pytest.M
 
 def test_torch_mlir_still_misfolds_scalar_comparisons() -> None:
     """Upstream canary for the test above: fails once torch-mlir folds ``gt.Scalar`` of a constant
-    bool tensor by its value (True > 0), not as a signed 1-bit -1; then SCALAR_COMPARISONS may go.
+    bool tensor by its value (True > 0), not as a signed 1-bit -1; then lowering/comparisons.py may go.
     (The float-tensor-with-int case reads the float's bits as an integer attribute: undefined
     behaviour, its folded value varies from run to run, so it cannot be the canary.)"""
     from torch_mlir import ir

@@ -1,6 +1,6 @@
 # RUN: %PYTHON %s | FileCheck %s
 # A comparison with a Python number is emitted in a form torch-mlir's folder
-# gets right (lowering/decompositions.py, SCALAR_COMPARISONS): a float tensor
+# gets right (lowering/comparisons.py): a float tensor
 # is compared with a float, a bool tensor is first converted to the compare
 # dtype, an integer one with a float is compared with a 0-d constant of the
 # dtype PyTorch compares in, through the Tensor form;

@@ -1,0 +1,101 @@
+"""Comparisons with a Python number, in a form torch-mlir folds correctly.
+
+torch-mlir's folder for ``aten.{eq,ne,lt,le,gt,ge}.Scalar``
+(``comparisonScaleFolder``, TorchOps.cpp; 20261001 and HEAD) runs once the
+tensor operand is a constant, and picks its integer or float path from the
+*number's* type, not the tensor's:
+
+* a float tensor with an int (``zeros(()) < 1``, which ``clamp(x, 1, 2.0)``
+  decomposes into once ``x`` folds to a constant) reads the float's bits as an
+  integer: undefined behaviour; it folded to False, so clamp returned 0;
+* an integer tensor with a float dereferences an integer as a float: the
+  process died with SIGSEGV (fuzz seed 7100);
+* a bool tensor is read as a *signed* 1-bit integer: True is -1, so
+  ``mask > 0`` folded to all False.
+
+The fix must see every comparison, not only the ones the user wrote: a
+decomposition (clamp, the NaN-aware extrema) or a rewrite emits its own.
+So this is a pass over the finished FX graph, before import. Each number is
+first converted to the dtype PyTorch compares in (``torch.result_type``,
+exactly as eager wraps it), then:
+
+* float tensor: the Scalar form with that value as a float (the folder's
+  float path is right; an f16 constant needs no f64-to-f16 conversion in the
+  compiled code);
+* integer tensor with an int: left alone (one kind: the folder is right);
+* bool tensor: converted to the compare dtype first (int64 against a bool);
+* integer tensor with a float or a bool: the Tensor form against a 0-d
+  constant, which has no such folder (``eq.Tensor`` folds only equal types).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.fx import Graph, Node
+
+from lazy_core.ir import TensorMeta
+
+from .fx_meta import meta_tensor, set_meta
+
+aten = torch.ops.aten
+
+#: The Scalar comparisons and the Tensor form each is rewritten to.
+SCALAR_COMPARISONS = {
+    aten.eq.Scalar: aten.eq.Tensor,
+    aten.ne.Scalar: aten.ne.Tensor,
+    aten.lt.Scalar: aten.lt.Tensor,
+    aten.le.Scalar: aten.le.Tensor,
+    aten.gt.Scalar: aten.gt.Tensor,
+    aten.ge.Scalar: aten.ge.Tensor,
+}
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, bool | int | float)
+
+
+def _tensor_dtype(x: Any) -> torch.dtype | None:
+    val = x.meta.get("val") if isinstance(x, Node) else None
+    return val.dtype if isinstance(val, torch.Tensor) else None
+
+
+def _new(g: Graph, before: Node, op: Any, args: tuple, kwargs: dict, meta: TensorMeta) -> Node:
+    with g.inserting_before(before):
+        node = g.call_function(op, args, kwargs)
+    set_meta(node, meta_tensor(meta))
+    if "stack_trace" in before.meta:
+        node.meta["stack_trace"] = before.meta["stack_trace"]
+    return node
+
+
+def rewrite_number_comparisons(g: Graph) -> int:
+    """Rewrite every ``tensor <cmp> number`` of ``g`` in place; returns how many changed."""
+    changed = 0
+    for node in list(g.nodes):
+        if node.op != "call_function" or node.target not in SCALAR_COMPARISONS or len(node.args) != 2:
+            continue
+        tensor, number = node.args
+        self_dtype = _tensor_dtype(tensor)
+        if self_dtype is None or not _is_number(number) or self_dtype.is_complex:
+            continue
+        if self_dtype != torch.bool and not self_dtype.is_floating_point and type(number) is int:
+            continue
+        dtype = torch.result_type(torch.empty((1,), dtype=self_dtype), number)
+        value = torch.tensor(number, dtype=dtype).item()
+        val = tensor.meta["val"]
+        if self_dtype == torch.bool:
+            if dtype == torch.bool:  # bool against bool: as 0/1 integers, never a signed i1
+                dtype, value = torch.int64, int(value)
+            cast = _new(g, node, aten._to_copy.default, (tensor,), {"dtype": dtype},
+                        TensorMeta(tuple(val.shape), dtype, tuple(val.stride())))
+            node.args = (cast, value)
+        elif self_dtype.is_floating_point:
+            node.args = (tensor, float(value))
+        else:
+            const = _new(g, node, aten.scalar_tensor.default, (value,), {"dtype": dtype}, TensorMeta((), dtype, ()))
+            node.target = SCALAR_COMPARISONS[node.target]
+            node.args = (tensor, const)
+        changed += 1
+    return changed
