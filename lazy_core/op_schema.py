@@ -75,8 +75,31 @@ _INTEGRAL_ONLY_STRIPPED = {n.rstrip("_") for n in _INTEGRAL_ONLY}
 _BOOL_REFUSED = {
     "argmax", "argmin", "topk", "kthvalue", "abs", "floor", "round", "trunc", "remainder", "fmod",
     "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "lerp", "addcmul",
-    "addcdiv", "relu",
+    "addcdiv", "relu", "sub", "rsub", "subtract",
 }
+
+# Ops whose CPU kernel refuses integer or bool operands (most compute in
+# floating point only) while their meta kernel accepts them: ``int_t.var(0)``
+# returned a value where eager raises "std and var only support floating
+# point and complex dtypes" (fuzz seed 8100). Found by running OpInfo samples
+# of every op on "meta" and on the CPU. A non-floating operand runs the CPU
+# check, which raises only if the kernel itself refuses (avg_pool2d takes
+# int64 and refuses int32). In-place forms share the base name.
+_NON_FLOAT_CHECKED = {
+    "var", "std", "var_mean", "std_mean", "frac", "hypot", "logaddexp", "logaddexp2", "nextafter",
+    "lerp", "_softmax", "_log_softmax", "elu", "celu", "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "avg_pool2d", "avg_pool3d", "_adaptive_avg_pool2d",
+    "_adaptive_avg_pool3d", "adaptive_max_pool2d", "adaptive_max_pool3d", "igamma", "igammac",
+    "logcumsumexp", "grid_sampler_2d", "grid_sampler_3d", "median", "nanmedian", "cumsum", "cross",
+    "linalg_cross", "ceil", "clamp", "clamp_min", "clamp_max",
+}
+
+# Ops with an ``alpha`` the CPU kernel checks against the result dtype
+# ("Boolean alpha only supported for Boolean results", "For integral input
+# tensors, argument alpha must not be a floating point number"); meta
+# kernels check neither (fuzz seed 8100: ``torch.add(a, b, alpha=False)``).
+# An alpha that is not a plain int runs the CPU check.
+_ALPHA_CHECKED = {"add", "sub", "rsub", "subtract", "addmm", "addmv", "addr", "baddbmm", "addbmm"}
 
 
 @dataclass(slots=True)
@@ -108,6 +131,10 @@ class OpPlan:
     integral_only: bool = False
     # Whether the CPU kernel refuses bool operands (_BOOL_REFUSED).
     bool_refused: bool = False
+    # Whether the CPU kernel may refuse integer or bool operands (_NON_FLOAT_CHECKED).
+    non_float_checked: bool = False
+    # Positional index of an ``alpha`` the CPU kernel checks (_ALPHA_CHECKED), or -1.
+    alpha_index: int = -1
 
 
 # Keyed by id(op): OpOverload.__hash__ is a Python function, and this lookup
@@ -160,8 +187,13 @@ def _make_plan(op: Any) -> OpPlan:
         p.functional = _functional_variant(op, p)
         p.casts_result = not p.is_out_variant or torch.Tag.pointwise in tags
     p.integral_only = base_name.rstrip("_") in _INTEGRAL_ONLY_STRIPPED
-    p.bool_refused = base_name.rstrip("_") in _BOOL_REFUSED
-    p.cpu_dtype_check = base_name in _CPU_DTYPE_CHECKED or p.integral_only or p.bool_refused
+    stripped = base_name.rstrip("_")
+    p.bool_refused = stripped in _BOOL_REFUSED
+    p.non_float_checked = stripped in _NON_FLOAT_CHECKED
+    if stripped in _ALPHA_CHECKED and "alpha" in p.arg_index:
+        p.alpha_index = p.arg_index["alpha"]
+    p.cpu_dtype_check = (base_name in _CPU_DTYPE_CHECKED or p.integral_only or p.bool_refused
+                         or p.non_float_checked or p.alpha_index >= 0)
     return p
 
 

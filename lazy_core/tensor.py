@@ -351,7 +351,7 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
     if p.has_device_arg:
         mkwargs["device"] = torch.device("meta")
     if p.cpu_dtype_check:
-        _cpu_dtype_check(op, margs, mkwargs, p.integral_only, p.bool_refused)
+        _cpu_dtype_check(op, p, margs, mkwargs)
     with metrics.timed("shape_inference"):
         try:
             result = op(*margs, **mkwargs)
@@ -388,15 +388,17 @@ def _negative_integer_power(op: Any, margs: tuple) -> bool:
     return False
 
 
-def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict, integral_only: bool = False,
-                     bool_refused: bool = False) -> None:
+def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> None:
     """Raise the CPU kernel's own error for an op whose meta kernel skips its
     dtype checks (``op_schema._CPU_DTYPE_CHECKED``), when its tensor operands
     have mixed dtypes (index operands aside: they are integers by design), for
-    an integer-only op (``op_schema._INTEGRAL_ONLY``) given a float, or for an
-    op whose kernel refuses bools (``op_schema._BOOL_REFUSED``) given one.
+    an integer-only op (``op_schema._INTEGRAL_ONLY``) given a float, for an op
+    whose kernel refuses bools (``op_schema._BOOL_REFUSED``) given one (a
+    Python bool too), for one that may refuse non-floating operands
+    (``_NON_FLOAT_CHECKED``) given one, or for an ``alpha`` that is not an int.
 
-    The op runs once on zeros of the operands' shapes and dtypes; a kernel
+    The op runs once on ones of the operands' shapes and dtypes (zeros for a
+    mix or an integer-only op); a kernel
     that rejects the dtypes raises before computing, and one that accepts
     them costs one small computation per new signature (the shape cache
     remembers signatures that passed; one that raised is not remembered, so
@@ -410,16 +412,21 @@ def _cpu_dtype_check(op: Any, margs: tuple, mkwargs: dict, integral_only: bool =
     for name, a in mkwargs.items():
         if isinstance(a, torch.Tensor) and name not in _INDEX_ARGS:
             dtypes.add(a.dtype)
-    refused_float = integral_only and (
+    refused_float = p.integral_only and (
         any(d.is_floating_point or d.is_complex for d in dtypes)
         or any(isinstance(a, float | complex) for a in margs)
     )
-    refused_bool = bool_refused and torch.bool in dtypes
-    if len(dtypes) < 2 and not refused_float and not refused_bool and not _negative_integer_power(op, margs):
+    refused_bool = p.bool_refused and (torch.bool in dtypes or any(type(a) is bool for a in margs)
+                                       or any(type(a) is bool for a in mkwargs.values()))
+    refused_non_float = p.non_float_checked and any(not (d.is_floating_point or d.is_complex) for d in dtypes)
+    alpha = mkwargs.get("alpha", margs[p.alpha_index] if 0 <= p.alpha_index < len(margs) else 1)
+    odd_alpha = p.alpha_index >= 0 and type(alpha) is not int
+    if (len(dtypes) < 2 and not (refused_float or refused_bool or refused_non_float or odd_alpha)
+            and not _negative_integer_power(op, margs)):
         return
 
     # Ones for a bool refusal: zeros would make ``mask % int_tensor`` divide by zero.
-    fill = torch.ones if refused_bool else torch.zeros
+    fill = torch.ones if refused_bool or refused_non_float else torch.zeros
 
     def cpu(x: Any) -> Any:
         if isinstance(x, torch.Tensor):

@@ -376,3 +376,48 @@ def test_bool_inputs_the_cpu_kernel_refuses_raise_like_eager(backend_name: str) 
     # raised, the check had divided by zeros).
     threes = torch.full((2, 3), 3)
     torch.testing.assert_close((mask.to("lazy") % threes.to("lazy")).cpu(), mask % threes)
+
+
+_NON_FLOAT_OR_ALPHA_REFUSED = {
+    "var of int64": lambda x, m: x.var(0),
+    "std of bool": lambda x, m: m.std(),
+    "var_mean of int64": lambda x, m: torch.var_mean(x),
+    "softmax of int64": lambda x, m: torch.softmax(x, 0),
+    "frac of int64": lambda x, m: torch.frac(x),
+    "bool alpha, float result": lambda x, m: torch.add(x.float(), x.float(), alpha=False),
+    "float alpha, integer result": lambda x, m: torch.add(x, x, alpha=1.5),
+    "bool alpha in place": lambda x, m: x.float().sub_(x.float(), alpha=True),
+    "bool tensor minus False": lambda x, m: m - False,
+    "False minus bool tensor": lambda x, m: False - m,
+    "bool tensor minus 1": lambda x, m: m - 1,
+    "float minus bool tensor": lambda x, m: x.float() - m,
+}
+
+
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_non_float_inputs_and_odd_alphas_raise_like_eager(backend_name: str) -> None:
+    """Fuzz seed 8100: ``int_t.var(0)`` raised only at the read (inside the graph's execution),
+    ``torch.add(a, b, alpha=False)`` and ``mask - False`` did not raise at all; eager raises each
+    at the call. Their meta kernels skip the checks the CPU kernels make. lazy_core runs the CPU
+    kernel for a non-floating operand of the ops in op_schema._NON_FLOAT_CHECKED, for a bool
+    operand (a Python bool too) of subtraction, and for an ``alpha`` that is not an int
+    (op_schema._ALPHA_CHECKED)."""
+    use_backend(backend_name)
+    x = torch.tensor([[1, 2, 3], [4, 5, 7]])
+    m = x > 2
+    for fn in _NON_FLOAT_OR_ALPHA_REFUSED.values():  # a failure shows the lambda, which names the op
+        with pytest.raises(Exception) as expected:
+            fn(x, m)
+        with pytest.raises(type(expected.value), match=re.escape(str(expected.value).splitlines()[0][:40])):
+            fn(x.to("lazy"), m.to("lazy"))
+    # What eager accepts still traces and computes.
+    lx, lm = x.to("lazy"), m.to("lazy")
+    accepted = {
+        "var of float": lambda x, m: x.float().var(0),
+        "bool alpha, bool result": lambda x, m: torch.add(m, m, alpha=True),
+        "float alpha, float result": lambda x, m: torch.add(x.float(), x, alpha=0.5),
+        "int minus int": lambda x, m: x - 1,
+        "clamp of int": lambda x, m: torch.clamp(x, 2, 4),
+    }
+    for what, fn in accepted.items():
+        torch.testing.assert_close(fn(lx, lm).cpu(), fn(x, m), msg=what)
