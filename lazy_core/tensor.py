@@ -398,9 +398,8 @@ def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> None:
     (``_NON_FLOAT_CHECKED``) given one, or for an ``alpha`` that is not an int.
 
     The op runs once on ones of the operands' shapes and dtypes (zeros for a
-    mix or an integer-only op); a kernel
-    that rejects the dtypes raises before computing, and one that accepts
-    them costs one small computation per new signature (the shape cache
+    mix or an integer-only op); a kernel that rejects the dtypes raises before
+    computing, and one that accepts them costs one small computation per new signature (the shape cache
     remembers signatures that passed; one that raised is not remembered, so
     every call raises).
     """
