@@ -28,9 +28,6 @@ PENDING: dict[str, tuple[tuple[str, ...] | None, str]] = {
     "collide": (None, "the twin programs (cache identity, issue 13 items 1-2, fixed) still find "
                       "`torch.mul(v1, v1.narrow(3, 0, 1), out=v1)`: eager's kernel reads elements "
                       "it already wrote through the aliasing view; lazy computes out= functionally"),
-    "errors": (None, "issue 13 'PyTorch's error semantics at the call': lazy raises another exception "
-                     "type than eager (alpha=float on ints: ValueError, log_softmax(bool): RuntimeError), "
-                     "or raises a dtype error only at the read and wrapped in RuntimeError"),
     "special": (("reference",), "issue 14: the reference backend aborts the process on the reciprocal "
                                 "of a NaN splat (test_fuzz_regressions.py::test_reciprocal_of_a_nan_splat_"
                                 "does_not_abort); NaN/inf constants are left out there"),
