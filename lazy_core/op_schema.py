@@ -186,8 +186,8 @@ def _make_plan(op: Any) -> OpPlan:
     if p.mutated:
         p.functional = _functional_variant(op, p)
         p.casts_result = not p.is_out_variant or torch.Tag.pointwise in tags
-    p.integral_only = base_name.rstrip("_") in _INTEGRAL_ONLY_STRIPPED
     stripped = base_name.rstrip("_")
+    p.integral_only = stripped in _INTEGRAL_ONLY_STRIPPED
     p.bool_refused = stripped in _BOOL_REFUSED
     p.non_float_checked = stripped in _NON_FLOAT_CHECKED
     if stripped in _ALPHA_CHECKED and "alpha" in p.arg_index:
