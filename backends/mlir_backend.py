@@ -32,6 +32,7 @@ from .disk_cache import DiskCache
 
 #: Bump when the layout of a graph-cache entry changes (old entries then never match).
 _GRAPH_ENTRY_FORMAT = "lazy-graph-entry-1"
+_PLAN_ENTRY_FORMAT = "lazy-dynamic-plan-1"
 
 
 class MlirBackend(BackendImpl):
@@ -40,8 +41,67 @@ class MlirBackend(BackendImpl):
     name = "mlir"
     lowering_target = "torch"
 
+    def lowering_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``lowering.lower_graph`` for this backend (bf16
+        emulation, boundary casts). Subclasses set options here rather than
+        overriding ``lower``, so dynamic-shape samples are lowered the same way."""
+        return {}
+
     def lower(self, graph: LazyGraph) -> lowering.Computation:
-        return lowering.lower_graph(graph)
+        return lowering.lower_graph(graph, **self.lowering_options())
+
+    # -- dynamic dimensions (lowering.dynamic) ---------------------------------------------
+    @property
+    def supports_dynamic_shapes(self) -> bool:  # type: ignore[override]
+        # A subclass with its own ``lower`` may lower differently from the samples.
+        return type(self).lower is MlirBackend.lower
+
+    def shape_sample(self, graph: LazyGraph) -> lowering.dynamic.Observation:
+        return lowering.dynamic.sample(graph, **self.lowering_options())
+
+    def generalize(self, a: lowering.dynamic.Observation,
+                   b: lowering.dynamic.Observation) -> lowering.dynamic.Plan | None:
+        return lowering.dynamic.unify(a, b)
+
+    def admits(self, plan: lowering.dynamic.Plan, sample: lowering.dynamic.Observation) -> bool:
+        return plan.admits(sample)
+
+    def lower_dynamic(self, plan: lowering.dynamic.Plan, graph: LazyGraph) -> lowering.Computation:
+        return lowering.dynamic.dynamic_computation(plan, f"{graph.name}_dyn")
+
+    def _plan_key(self, graph: LazyGraph, donated: dict[int, int] | None) -> str:
+        parts = [_PLAN_ENTRY_FORMAT, graph.family_key, self.name, self.persistent_key(), lowering.version_key()]
+        if donated:
+            parts.append("donate:" + ",".join(f"{a}>{r}" for a, r in sorted(donated.items())))
+        return DiskCache.key(*parts)
+
+    def load_plans(self, graph: LazyGraph,
+                   donated: dict[int, int] | None = None) -> list[tuple[Any, Any, lowering.Computation]]:
+        """The dynamic plan an earlier process compiled for ``graph``'s family, as
+        ``[(plan, executable, computation)]`` (empty if none): a later process
+        then runs new sizes of it without compiling (docs/dynamic-shapes.md)."""
+        cache = self.plan_cache()
+        if cache is None:
+            return []
+        key = self._plan_key(graph, donated)
+        blob = cache.get(key)
+        if blob is None:
+            return []
+        try:
+            (n,) = struct.unpack_from("<Q", blob)
+            plan = lowering.dynamic.Plan.from_record(blob[8:8 + n])
+            executable, computation = self._unpack_entry(blob[8 + n:])
+            return [(plan, executable, computation)]
+        except Exception:
+            metrics.counter_add("plan_cache_load_error")
+            cache.discard(key)
+            return []
+
+    def store_plan(self, graph: LazyGraph, donated: dict[int, int] | None, plan: Any,
+                   computation: lowering.Computation, executable: Any) -> None:
+        """Keep a compiled dynamic plan for ``load_plans`` in later processes; never raises."""
+        self._store_entry(self.plan_cache(), lambda: self._plan_key(graph, donated), computation, executable,
+                          lambda: _sized(plan.to_record()))
 
     def lower_to_target(self, computation: lowering.Computation) -> lowering.Computation:
         """The computation in this backend's ``lowering_target`` form."""
@@ -76,16 +136,25 @@ class MlirBackend(BackendImpl):
         """Where graph-keyed executables live: next to the backend's own
         ``disk_cache`` if it has one (same folder, same on/off switch), else
         the default cache folder; None if this backend keeps no executables."""
+        return self._cache_beside_own("graphs", "graph_cache")
+
+    def plan_cache(self) -> DiskCache | None:
+        """Where dynamic-shape plans live (namespace ``plans``, counters
+        ``plan_cache_*``), beside ``graph_cache``: a family's lookup is not a
+        graph-cache miss."""
+        return self._cache_beside_own("plans", "plan_cache")
+
+    def _cache_beside_own(self, namespace: str, counters: str) -> DiskCache | None:
         if type(self).executable_to_bytes is MlirBackend.executable_to_bytes:
             return None
-        cache = self.__dict__.get("_graph_cache")
+        cache = self.__dict__.get("_cache_" + namespace)
         if cache is None:
             own = getattr(self, "disk_cache", None)
             if isinstance(own, DiskCache):
-                cache = DiskCache("graphs", directory=own.root, enabled=own.enabled, counters="graph_cache")
+                cache = DiskCache(namespace, directory=own.root, enabled=own.enabled, counters=counters)
             else:
-                cache = DiskCache("graphs", counters="graph_cache")
-            self.__dict__["_graph_cache"] = cache
+                cache = DiskCache(namespace, counters=counters)
+            self.__dict__["_cache_" + namespace] = cache
         return cache if cache.enabled else None
 
     def graph_key(self, graph: LazyGraph, donated: dict[int, int] | None = None) -> str:
@@ -114,10 +183,9 @@ class MlirBackend(BackendImpl):
             return None
         try:
             (n,) = struct.unpack_from("<Q", blob)
-            computation = lowering.Computation.from_record(blob[8:8 + n])
-            if computation.graph_hash != graph.stable_hash:
+            if lowering.Computation.from_record(blob[8:8 + n]).graph_hash != graph.stable_hash:
                 raise ValueError("entry holds another graph")
-            return self.executable_from_bytes(blob[8 + n:], computation), computation
+            return self._unpack_entry(blob)
         except Exception:
             # An entry that does not load is a miss: lower and compile again.
             # Deleted, so the store after that compile replaces it and the next
@@ -130,17 +198,32 @@ class MlirBackend(BackendImpl):
         self, graph: LazyGraph, computation: lowering.Computation, executable: Any,
         donated: dict[int, int] | None = None,
     ) -> None:
-        cache = self.graph_cache()
+        self._store_entry(self.graph_cache(), lambda: self.graph_key(graph, donated), computation, executable)
+
+    def _store_entry(self, cache: DiskCache | None, key: Any, computation: lowering.Computation, executable: Any,
+                     head: Any = lambda: b"") -> None:
+        """Put ``head()`` + the computation's record + the executable's bytes under
+        ``key()`` in ``cache`` (nothing if it is None)."""
         if cache is None:
             return
         try:
             payload = self.executable_to_bytes(computation, executable)
             if payload is None:
                 return
-            record = computation.to_record()
-            cache.put(self.graph_key(graph, donated), struct.pack("<Q", len(record)) + record + payload)
+            cache.put(key(), head() + _sized(computation.to_record()) + payload)
         except Exception:  # caching is an optimization: never fail the step over it
             metrics.counter_add("graph_cache_write_error")
+
+    def _unpack_entry(self, blob: bytes) -> tuple[Any, lowering.Computation]:
+        """``(executable, computation)`` from what ``_store_entry`` wrote after its head."""
+        (n,) = struct.unpack_from("<Q", blob)
+        computation = lowering.Computation.from_record(blob[8:8 + n])
+        return self.executable_from_bytes(blob[8 + n:], computation), computation
+
+
+def _sized(data: bytes) -> bytes:
+    """``data`` with its length in front (8 bytes, little-endian)."""
+    return struct.pack("<Q", len(data)) + data
 
 
 def text_digest(text: str) -> str:

@@ -26,7 +26,6 @@ import torch
 
 from lazy_core import config
 from lazy_core.backend import BackendData, BackendDevice
-from lazy_core.graph import LazyGraph
 from lazy_mlir import lowering
 
 from .mlir_backend import MlirBackend, text_digest
@@ -213,14 +212,14 @@ class ReferenceBackend(MlirBackend):
     def supports_op(self, op: Any) -> bool:
         return super().supports_op(op)
 
-    def lower(self, graph: LazyGraph) -> lowering.Computation:
+    def lowering_options(self) -> dict[str, Any]:
         # bf16 computed as PyTorch does (f32, rounded per op; lowering.bf16), rounded
         # by bf16 round trips: torch-mlir's linalg conversion has no aten.view.dtype
         # for "bits", and the pipeline's arith-expand lowers the round trips to
         # integer code, so the JIT needs no __truncsfbf2 (compiler-rt). bf16
         # crosses the boundary as f32 values: the RefBackend calling convention
         # has no bf16 memrefs.
-        return lowering.lower_graph(graph, emulate_bf16="casts")
+        return {"emulate_bf16": "casts"}
 
     def compile(self, computations: Sequence[lowering.Computation]) -> list[Any]:
         out = []

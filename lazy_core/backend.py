@@ -154,6 +154,41 @@ class BackendImpl(ABC):
         returns False runs eagerly on the CPU (counted as a fallback)."""
         return True
 
+    # -- dynamic dimensions (optional, lazy_core.dynamic_shapes) -----------------
+    #: Whether the four methods below are implemented. The executor then
+    #: compiles a graph family (one program at several sizes) once with
+    #: dynamic dimensions instead of once per size.
+    supports_dynamic_shapes: bool = False
+
+    def shape_sample(self, graph: LazyGraph) -> Any:
+        """What ``generalize`` and ``admits`` compare: ``graph`` as this backend
+        lowers it, with its sizes (opaque to the executor)."""
+        raise NotImplementedError
+
+    def generalize(self, a: Any, b: Any) -> Any | None:
+        """A plan whose instances include samples ``a`` and ``b`` (the sizes where
+        they differ dynamic), or None if they are not one function of their sizes."""
+        raise NotImplementedError
+
+    def admits(self, plan: Any, sample: Any) -> bool:
+        """Whether running ``plan``'s computation computes exactly ``sample``'s graph.
+        Must never say yes wrongly: the executor reuses the executable on it."""
+        raise NotImplementedError
+
+    def lower_dynamic(self, plan: Any, graph: LazyGraph) -> Any:
+        """``plan`` as a computation for ``compile`` (``graph`` is one instance, for names)."""
+        raise NotImplementedError
+
+    def load_plans(self, graph: LazyGraph, donated: dict[int, int] | None = None) -> list[tuple[Any, Any, Any]]:
+        """``[(plan, executable, computation)]`` an earlier process compiled for
+        ``graph``'s family (``graph.family_key``), from a cache that outlives the
+        process; must not raise. Default: none."""
+        return []
+
+    def store_plan(self, graph: LazyGraph, donated: dict[int, int] | None, plan: Any, computation: Any,
+                   executable: Any) -> None:
+        """Keep a compiled plan for ``load_plans``; must not raise. Default: nothing."""
+
     #: Whether ``compile`` takes ``donated=`` (buffer donation, lazy_core.donation).
     #: A backend that sets this must return result buffers that share storage
     #: with no argument and no other result, because the executor may donate

@@ -115,6 +115,8 @@ VARIABLES: dict[str, Variable] = {
                  "Seconds the divergence check waits for the other ranks.", minimum=1),
         Variable("LAZY_DONATE", "bool", True,
                  "Let compiled steps write new values into dead input buffers (buffer donation)."),
+        Variable("LAZY_DYNAMIC", "bool", True,
+                 "Compile a graph that recurs at other sizes once, with dynamic dimensions (lazy_core.dynamic_shapes)."),
         Variable("LAZY_CACHE_SIZE", "int", 1024, "Compiled graphs kept in memory (LRU).", minimum=1),
         Variable("LAZY_SHAPE_CACHE_SIZE", "int", 100000, "Cached meta-kernel results (output shapes).",
                  minimum=0),

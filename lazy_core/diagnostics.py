@@ -41,7 +41,8 @@ from .source_location import SourceLocation
 
 __all__ = [
     "Execution", "GraphSummary", "Recompile", "add_execution_listener", "cause_of", "compare",
-    "executions", "explain", "format_location", "last_execution", "recompiles", "relative_site", "reset",
+    "RecompileStormWarning", "executions", "explain", "format_location", "last_execution", "recompiles",
+    "relative_site", "reset",
     "summarize", "summary",
 ]
 
@@ -540,6 +541,7 @@ def _pre_execute(graph: LazyGraph, reason: str, is_cache_miss: bool) -> None:
                 fam.causes[m] += 1
             if _level:
                 _emit(rec.message)
+            _warn_storm(rec)
         elif _level:
             _emit(f"compiling {summary_.name} ({len(graph.nodes)} ops) for {exe.label}")
         fam.compiles += 1
@@ -557,6 +559,35 @@ def _pre_execute(graph: LazyGraph, reason: str, is_cache_miss: bool) -> None:
             f"{exe.label} forced the pending graph to run before mark_step() (a graph break); "
             "later ones at this line are counted in lazy_core.metrics.report()"
         )
+
+
+#: Graphs compiled at one barrier site that make a recompile storm (warned again at each doubling).
+STORM_GRAPHS = 8
+
+
+class RecompileStormWarning(UserWarning):
+    """One barrier site keeps compiling new graphs. Its own category, apart
+    from the RuntimeWarning of a failed compile, so programs and tests that
+    turn compile failures into errors do not fail on a slow-but-correct storm."""
+
+
+def _warn_storm(rec: Recompile) -> None:
+    """Warn when one site keeps compiling new graphs: the cost users notice
+    as "every step is slow" (PyTorch/XLA's most common complaint). Sizes that
+    vary compile only twice (lazy_core.dynamic_shapes), so a storm means the
+    graphs differ in something else, or that their sizes are baked into
+    constants; the warning names what changed last and where."""
+    n = rec.number
+    if n < STORM_GRAPHS or n & (n - 1):
+        return
+    import warnings
+
+    changed = "; ".join(rec.differences[:2]) or "the same graph was evicted from the cache (LAZY_CACHE_SIZE)"
+    warnings.warn(
+        f"lazy_core: recompile storm: {n} graphs compiled for {rec.family}. Last change: {changed}. "
+        "Sizes that vary are compiled with dynamic dimensions unless a size is baked into a constant "
+        "(docs/dynamic-shapes.md); LAZY_DEBUG=1 prints every recompile and its cause.",
+        RecompileStormWarning, stacklevel=2)
 
 
 def _hint(number: int, old: GraphSummary, new: GraphSummary) -> str | None:

@@ -36,6 +36,7 @@ from .async_exec import (
 )
 from .backend import BackendData, BackendImpl, CompileError
 from .donation import dead_inputs, plan_donations
+from .dynamic_shapes import DynamicShapes
 from .graph import ArgumentLayout, LazyGraph, build_graph
 from .ir import DeviceData, Output, ScalarParam
 from .registry import active_backend
@@ -111,6 +112,7 @@ class GraphExecutor:
         self._prune_at = 4096
         self._seq = 0
         self._cache: OrderedDict[tuple, _CacheEntry] = OrderedDict()
+        self._dynamic = DynamicShapes(lambda exe, comp: _CacheEntry(exe, comp, False, comp.func_name))
         self._cache_backend: BackendImpl | None = None
         self.cache_size = cache_size or int(config.get("LAZY_CACHE_SIZE"))
         self._last: Any = None
@@ -296,6 +298,7 @@ class GraphExecutor:
         backend = active_backend()
         if self._cache_backend is not backend:
             self._cache.clear()
+            self._dynamic.clear()
             self._cache_backend = backend
         roots: list[Output] = []
         # Per root, the storage's last good value (Storage.previous) to roll back to.
@@ -323,15 +326,22 @@ class GraphExecutor:
         donated = self._donations(backend, graph, live, dead)
         key = (graph.key, tuple(donated.items())) if donated else graph.key
         entry = self._cache.get(key)
+        sample = None
+        if entry is None:
+            # Another size of a graph compiled with dynamic dims: no compile (lazy_core.dynamic_shapes).
+            entry, sample = self._dynamic.reuse(backend, graph, donated)
+            if entry is not None:
+                self._remember(key, entry)
         for hook in self.pre_hooks:
             hook(graph, reason, entry is None)
         if entry is None:
             metrics.counter_add("cache_miss")
-            entry = self._compile(backend, graph, donated)
-            self._cache[key] = entry
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        else:
+            entry = self._dynamic.compile(
+                backend, graph, donated, sample,
+                lambda: self._compile(backend, graph, donated),
+                lambda plan: self._compile_plan(backend, graph, donated, plan))
+            self._remember(key, entry)
+        elif sample is None:
             metrics.counter_add("cache_hit")
             self._cache.move_to_end(key)
         device = backend.default_device()
@@ -436,6 +446,23 @@ class GraphExecutor:
             plan = {k: r for k, r in plan.items() if isinstance(data[k], PendingData) or backend.can_donate(data[k])}
         return plan
 
+    def _remember(self, key: Any, entry: _CacheEntry) -> None:
+        self._cache[key] = entry
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    @staticmethod
+    def _compile_plan(backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None, plan: Any) -> _CacheEntry:
+        """A dynamic-shape plan (lazy_core.dynamic_shapes) lowered and compiled.
+        Raises on failure: the caller compiles the graph statically instead."""
+        extra = {"donated": [donated]} if donated else {}
+        with metrics.timed("lower"):
+            computation = backend.lower_dynamic(plan, graph)
+        with metrics.timed("compile"):
+            [executable] = backend.compile([computation], **extra)
+        metrics.counter_add("compile")
+        return _CacheEntry(executable, computation, False, computation.func_name)
+
     def _compile(self, backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None = None) -> _CacheEntry:
         # ``donated`` is only passed on to backends when non-empty, so backends
         # without donation keep their one-argument signatures.
@@ -520,6 +547,7 @@ class GraphExecutor:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._dynamic.clear()
 
     @traced
     def on_backend_change(self, old: BackendImpl, new: BackendImpl) -> None:
@@ -555,6 +583,7 @@ class GraphExecutor:
             s.value = value
             s.previous = None
         self._cache.clear()
+        self._dynamic.clear()
 
 
 _executor: GraphExecutor | None = None

@@ -111,6 +111,7 @@ class LazyGraph:
     #: Position of each node (leaves and ops) in the combined order, by id().
     positions: dict[int, int] = field(repr=False, default_factory=dict)
     _stable: str | None = field(default=None, repr=False)
+    _family: str | None = field(default=None, repr=False)
     _layout: ArgumentLayout | None = field(default=None, repr=False)
 
     @property
@@ -133,15 +134,31 @@ class LazyGraph:
         Computed on in-memory cache misses only (a cold or warm compile).
         """
         if self._stable is None:
-            pos = self.positions
-            parts = [f"in {node.op} {_meta_text(node.metas[0])};" for node in self.inputs]
-            for node in self.nodes:
-                parts.append(f"{node.name}({_stable_value(node.args, pos)}|"
-                             f"{_stable_value(sorted(node.kwargs.items()), pos)})->"
-                             f"{','.join(_meta_text(m) for m in node.metas)};")
-            parts.append("out " + ",".join(f"{pos[id(o.node)]}#{o.index}" for o in self.outputs))
-            self._stable = hashlib.sha1("".join(parts).encode()).hexdigest()[:16]
+            self._stable = self._digest(_stable_value, _meta_text)
         return self._stable
+
+    def _digest(self, value: Any, meta: Any) -> str:
+        """A process-independent hash of the graph written with ``value`` for
+        constants (and operand references) and ``meta`` for value types."""
+        pos = self.positions
+        parts = [f"in {node.op} {meta(node.metas[0])};" for node in self.inputs]
+        for node in self.nodes:
+            parts.append(f"{node.name}({value(node.args, pos)}|{value(sorted(node.kwargs.items()), pos)})->"
+                         f"{','.join(meta(m) for m in node.metas)};")
+        parts.append("out " + ",".join(f"{pos[id(o.node)]}#{o.index}" for o in self.outputs))
+        return hashlib.sha1("".join(parts).encode()).hexdigest()[:16]
+
+    @property
+    def family_key(self) -> str:
+        """``stable_hash`` with every size left out: each integer constant,
+        each shape and stride reduced to its rank. Graphs of one family are
+        the same program at other sizes (or with other integer constants);
+        the executor compiles a family member with dynamic dimensions
+        (``lazy_core.dynamic_shapes``) once a second one appears. Process-
+        independent; computed on in-memory cache misses only."""
+        if self._family is None:
+            self._family = self._digest(_family_value, _family_meta)
+        return self._family
 
     @property
     def locations_hash(self) -> str:
@@ -203,6 +220,22 @@ def _stable_value(x: object, pos: dict[int, int]) -> str:
         digest = hashlib.sha1(flat.view(torch.uint8).numpy().tobytes()).hexdigest() if flat.numel() else "0"
         return f"tensor({x.dtype},{tuple(x.shape)},{digest})"
     return repr(x)
+
+
+def _family_meta(meta: TensorMeta | None) -> str:
+    """A value's type without its sizes: dtype and rank."""
+    return "-" if meta is None else f"{meta.dtype}/{len(meta.shape)}"
+
+
+def _family_value(x: object, pos: dict[int, int]) -> str:
+    """``_stable_value`` with integers (not bools) written as ``i``."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return "i"
+    if isinstance(x, list):
+        return "[" + ",".join(_family_value(v, pos) for v in x) + "]"
+    if isinstance(x, tuple):
+        return "(" + ",".join(_family_value(v, pos) for v in x) + ")"
+    return _stable_value(x, pos)
 
 
 def build_graph(outputs: list[Output]) -> LazyGraph:

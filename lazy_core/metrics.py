@@ -6,12 +6,14 @@ by counting those events, so every layer reports here. ``COUNTERS`` says what
 each core counter counts; the report shows the PyTorch/XLA name next to ours
 where one exists.
 
-Getting an executable for a graph is one of four events, counted apart so a
+Getting an executable for a graph is one of five events, counted apart so a
 warm second process does not read as compiling: ``cache_hit`` (this
-process's in-memory cache), ``persistent_cache_hit`` (loaded from the disk
-cache, nothing lowered or compiled), ``compile`` (lowered and compiled) or
-``fallback::compile_error`` (it failed; the graph is interpreted on the CPU).
-``cache_miss`` is the sum of the last three.
+process's in-memory cache), ``dynamic_reuse`` (another size of a graph
+compiled with dynamic dimensions, lazy_core.dynamic_shapes),
+``persistent_cache_hit`` (loaded from the disk cache, nothing lowered or
+compiled), ``compile`` (lowered and compiled) or ``fallback::compile_error``
+(it failed; the graph is interpreted on the CPU). ``cache_miss`` is the sum
+of the last three.
 """
 
 from __future__ import annotations
@@ -135,6 +137,10 @@ COUNTERS: dict[str, str] = {
     "cache_miss": "executables not in memory: persistent_cache_hit + compile + fallback::compile_error",
     "persistent_cache_hit": "executables loaded from the disk cache (nothing lowered or compiled)",
     "compile": "graphs lowered and compiled (the backend may still reuse its own artifact cache)",
+    "dynamic_reuse": "graphs served, without compiling, by an executable compiled with dynamic dimensions",
+    "dynamic_compile": "graph families compiled with dynamic dimensions (also counted in compile)",
+    "dynamic_refused": "graphs that recur at other sizes but are not one function of them (compiled statically)",
+    "dynamic_compile_error": "dynamic-dimension compiles that failed (the graph compiled statically)",
     "fallback::compile_error": "graphs that failed to lower or compile, interpreted on the CPU",
     "fallback::<op>": "ops run eagerly on the CPU (data-dependent shapes, unsupported)",
     "random::<op>": "random ops filled on the CPU generator (bit-identical to eager CPU)",

@@ -3,6 +3,7 @@
 Knows lazy_core's IR and torch-mlir; knows no backend.
 """
 
+from . import dynamic
 from .computation import ArgInfo, Computation, ResultInfo, from_carrier, to_carrier
 from .context import LoweringContext, lower_graph, mlir_context
 from .errors import LoweringError
@@ -11,7 +12,7 @@ from .supported_ops import can_lower, is_importable
 from .version import version_key
 
 __all__ = [
-    "ArgInfo", "Computation", "can_lower", "explain", "LoweringContext", "LoweringError", "ResultInfo", "TARGETS",
+    "ArgInfo", "Computation", "dynamic", "can_lower", "explain", "LoweringContext", "LoweringError", "ResultInfo", "TARGETS",
     "from_carrier", "is_importable", "lower", "lower_graph", "mlir_context", "pipeline_for", "to_carrier",
     "version_key",
 ]

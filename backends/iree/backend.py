@@ -48,12 +48,12 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
 from lazy_core import metrics
 from lazy_core.backend import BackendData, BackendDevice, CompileError
-from lazy_core.graph import LazyGraph
 from lazy_mlir import lowering
 
 from ..disk_cache import DiskCache
@@ -149,9 +149,9 @@ class IreeBackend(MlirBackend):
     def devices(self) -> list[BackendDevice]:
         return [BackendDevice(self.name, 0, self.config.device_uri)]
 
-    def lower(self, graph: LazyGraph) -> lowering.Computation:
-        """The torch-dialect computation, bf16 emulated as the target asks (see ``config``)."""
-        return lowering.lower_graph(graph, emulate_bf16=self.config.target.emulate_bf16)
+    def lowering_options(self) -> dict[str, Any]:
+        """bf16 emulated as the target asks (see ``config``)."""
+        return {"emulate_bf16": self.config.target.emulate_bf16}
 
     def unavailable_reason(self) -> str | None:
         """None if this backend can execute here, else what is missing."""
@@ -424,7 +424,9 @@ class IreeBackend(MlirBackend):
             outs = list(outs)
             for i, dtype in executable.result_tags.items():
                 outs[i] = dtypes.retag(outs[i], dtype)
-        return [BackendData(v, shape, dtype, device) for v, (shape, dtype) in zip(outs, executable.result_types)]
+        # A dynamic dimension (-1) is known once the call returns: the view's shape.
+        return [BackendData(v, tuple(v.shape) if -1 in shape else shape, dtype, device)
+                for v, (shape, dtype) in zip(outs, executable.result_types)]
 
 
 def _buffer_id(view: object) -> str:

@@ -1,0 +1,193 @@
+"""Dynamic shapes: compiles and time over many sequence lengths, and dynamic vs static code.
+
+Two measurements, each system in its own process:
+
+1. ``loop``: a small transformer language model (embedding, one encoder
+   layer with its default dropout, a vocabulary head, AdamW) trains over 12
+   distinct sequence lengths and then a short last batch. Reported: compiles
+   (executables made), dynamic reuses, the loop's wall time, and whether the
+   losses equal eager's. Systems: eager, lazy-mlir with ``LAZY_DYNAMIC=1``
+   and ``LAZY_DYNAMIC=0`` on each backend, and ``torch.compile`` (its
+   automatic dynamic shapes).
+2. ``fixed``: steady ms/step at one shape, run by the executable compiled
+   with dynamic dimensions (two other lengths first) against the static
+   executable for that shape (``LAZY_DYNAMIC=0``). Goal: dynamic <= 1.25x.
+
+    python bench/dynamic_shapes.py [--quick] [--backends iree-cpu,reference]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+import _common as C
+
+LENGTHS = [16, 24, 9, 31, 12, 20, 27, 14, 18, 33, 11, 22]
+SHORT_BATCH = 3  # the DataLoader's last batch, at the first length
+VOCAB, DIM, BATCH = 64, 32, 8
+
+
+def _model() -> Any:
+    import torch
+    from torch import nn
+
+    class LM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, DIM)
+            self.layer = nn.TransformerEncoderLayer(DIM, 4, 4 * DIM, batch_first=True)  # dropout 0.1
+            self.head = nn.Linear(DIM, VOCAB)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.layer(self.emb(x)))
+
+    torch.manual_seed(0)
+    return LM()
+
+
+def _batches(lengths: list[int], short: bool) -> list[tuple[Any, Any]]:
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    out = [(torch.randint(0, VOCAB, (BATCH, n), generator=g), torch.randint(0, VOCAB, (BATCH, n), generator=g))
+           for n in lengths]
+    if short:
+        n = lengths[0]
+        out.append((torch.randint(0, VOCAB, (SHORT_BATCH, n), generator=g),
+                    torch.randint(0, VOCAB, (SHORT_BATCH, n), generator=g)))
+    return out
+
+
+def _step_fn(system: str) -> tuple[Any, Any, str]:
+    """(model, step(x, y) -> loss, device)."""
+    import torch
+    import torch.nn.functional as F
+
+    model = _model()
+    device = "cpu"
+    if system.startswith("lazy-"):
+        import lazy_core
+
+        lazy_core.init(system.split("-", 1)[1].rsplit("-", 1)[0])
+        device = "lazy"
+        model = model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    forward = torch.compile(model) if system == "compile" else model
+
+    def step(x: Any, y: Any) -> Any:
+        opt.zero_grad()
+        out = forward(x.to(device))
+        loss = F.cross_entropy(out.reshape(-1, VOCAB), y.to(device).reshape(-1))
+        loss.backward()
+        opt.step()
+        if device == "lazy":
+            import lazy_core
+
+            lazy_core.mark_step()
+        return loss
+
+    return model, step, device
+
+
+def worker(system: str, mode: str, quick: bool) -> None:
+    import torch
+
+    threads = os.environ.get("LAZY_BENCH_THREADS")
+    if threads and int(threads):
+        torch.set_num_threads(int(threads))
+    if system.startswith("lazy-"):
+        os.environ["LAZY_DYNAMIC"] = "1" if system.endswith("-dyn") else "0"
+    lengths = LENGTHS[:6] if quick else LENGTHS
+    _, step, device = _step_fn(system)
+    result: dict[str, Any] = {"system": system, "mode": mode}
+    if mode == "loop":
+        torch.manual_seed(0)
+        losses = []
+        t0 = time.perf_counter()
+        for i, (x, y) in enumerate(_batches(lengths, short=True)):
+            torch.manual_seed(100 + i)
+            losses.append(float(step(x, y).item()))
+        result["loop_s"] = time.perf_counter() - t0
+        result["losses"] = losses
+    else:
+        x, y = _batches([lengths[0]], short=False)[0]
+        for n in lengths[1:3]:  # two other lengths first: the family goes dynamic
+            a, b = _batches([n], short=False)[0]
+            step(a, b).item()
+        step(x, y).item()
+        reps = 5 if quick else 30
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            step(x, y).item()
+            times.append(time.perf_counter() - t0)
+        result["ms_per_step"] = 1000 * C.median(times)
+    if device == "lazy":
+        from lazy_core import metrics
+
+        c = metrics.counters()
+        result["compiles"] = c.get("compile", 0) + c.get("persistent_cache_hit", 0)
+        result["dynamic_compile"] = c.get("dynamic_compile", 0)
+        result["dynamic_reuse"] = c.get("dynamic_reuse", 0)
+        result["compile_s"] = metrics.timers().get("compile", {}).get("total", 0.0)
+    C.emit(result)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="6 lengths, few repetitions")
+    ap.add_argument("--backends", default="iree-cpu,reference")
+    ap.add_argument("--threads", type=int, default=C.default_threads())
+    ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
+    ap.add_argument("--worker", nargs=2, metavar=("SYSTEM", "MODE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker[0], args.worker[1], args.quick)
+        return
+    env = C.thread_env(args.threads)
+    backends = [b for b in args.backends.split(",") if b]
+    systems = ["eager"] + [f"lazy-{b}-{d}" for b in backends for d in ("dyn", "static")]
+    if not args.no_compile:
+        systems.append("compile")
+    extra = ["--quick"] if args.quick else []
+    results: dict[str, Any] = {"machine": C.machine_info(), "threads": args.threads, "loop": {}, "fixed": {}}
+    for mode in ("loop", "fixed"):
+        for system in systems:
+            if mode == "fixed" and not system.startswith("lazy-"):
+                continue
+            print(f"[dynamic_shapes] {mode}: {system}", file=sys.stderr, flush=True)
+            # A fresh disk cache per process: compiles are real compiles.
+            with tempfile.TemporaryDirectory() as cache:
+                r = C.run_worker("dynamic_shapes.py", [*extra, "--worker", system, mode],
+                                 env={**env, "LAZY_CACHE_DIR": cache}, timeout=1800)
+            results[mode][system] = r
+    eager = results["loop"].get("eager", {}).get("losses")
+    rows = []
+    for system, r in results["loop"].items():
+        if "error" in r:
+            rows.append([system, "error: " + C.error_summary(r)[:60], "", "", ""])
+            continue
+        same = None if eager is None or "losses" not in r else max(
+            abs(a - b) for a, b in zip(r["losses"], eager))
+        rows.append([system, r.get("compiles", "-"), r.get("dynamic_reuse", "-"), C.fmt(r.get("loop_s")),
+                     "-" if same is None else f"{same:.1e}"])
+    print(C.table(["system", "compiles", "dynamic reuses", "loop s", "max |loss - eager|"], rows,
+                  title=f"{len(LENGTHS) if not args.quick else 6} sequence lengths + a short last batch"))
+    rows = []
+    for b in backends:
+        dyn = results["fixed"].get(f"lazy-{b}-dyn", {}).get("ms_per_step")
+        static = results["fixed"].get(f"lazy-{b}-static", {}).get("ms_per_step")
+        rows.append([b, C.fmt(dyn), C.fmt(static), C.fmt(C.ratio(dyn, static))])
+    print(C.table(["backend", "dynamic ms/step", "static ms/step", "dynamic / static (goal <= 1.25)"], rows,
+                  title=f"one shape ({BATCH}x{LENGTHS[0]}), dynamic vs static executable"))
+    path = C.write_json("dynamic_shapes", results)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Automatic dynamic dimensions: one executable for a program at many sizes.
+
+A lazy tracer records concrete sizes, so a loop over 13 batch shapes made 13
+graphs and 13 compiles, and generation compiled once per token. Here graphs
+are grouped into *families* (``LazyGraph.family_key``: the same program with
+sizes and integer constants left out). The first member of a family compiles
+statically, as before. When another member with other sizes misses the
+cache, the backend is asked to ``generalize`` the two into a *plan* whose
+differing dimensions are dynamic; the plan compiles once, and every later
+member the plan ``admits`` reuses that executable without compiling.
+
+Correctness rests on the backend's ``admits``: it says yes only when the
+plan's function at the new sizes is exactly the new graph (lowering.dynamic
+checks every size and integer of the lowered graph), so a size baked into a
+lowered constant sends the graph to a static compile instead of a wrong
+value. The policy follows torch.compile's automatic dynamic shapes: static
+first, dynamic after the first size change, sizes 0 and 1 never dynamic.
+
+A compiled plan is also kept by the backend's persistent cache
+(``load_plans`` / ``store_plan``), so a later process runs sizes it has
+never seen without compiling (its first use counts ``persistent_cache_hit``).
+
+``LAZY_DYNAMIC=0`` turns it off; ``LAZY_DEBUG=1`` says when a family went
+dynamic (which dims) and when it could not. Counters: ``dynamic_compile``
+(a plan compiled), ``dynamic_reuse`` (a new graph served by a plan without
+compiling), ``dynamic_refused`` (two members that are not one function of
+their sizes), ``dynamic_compile_error`` (a plan that did not compile; the
+graph compiled statically).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from . import config, metrics
+from .backend import BackendImpl
+from .graph import LazyGraph
+
+__all__ = ["DynamicShapes"]
+
+#: Families remembered (LRU): each holds one lowered sample and its plans.
+_MAX_FAMILIES = 256
+#: Plans kept per family, and members that failed to generalize before a family is left static.
+_MAX_PLANS = 4
+_MAX_REFUSALS = 8
+
+
+class _Family:
+    __slots__ = ("sample", "plans", "refusals", "broken", "loaded")
+
+    def __init__(self) -> None:
+        self.sample: Any = None
+        #: [plan, executor cache entry, loaded from disk and not used yet], newest last.
+        self.plans: list[list[Any]] = []
+        self.refusals = 0
+        #: A plan failed to compile: this family stays static.
+        self.broken = False
+        #: The backend's persistent cache was asked for this family's plans.
+        self.loaded = False
+
+
+class DynamicShapes:
+    """The executor's family table (one per executor; used under its lock).
+
+    ``make_entry(executable, computation)`` makes an executor cache entry for
+    a plan an earlier process compiled (``BackendImpl.load_plans``).
+    """
+
+    def __init__(self, make_entry: Callable[[Any, Any], Any]) -> None:
+        self._families: OrderedDict[tuple, _Family] = OrderedDict()
+        self._backend: BackendImpl | None = None
+        self._make_entry = make_entry
+
+    def clear(self) -> None:
+        self._families.clear()
+
+    def _family(self, backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None,
+                create: bool) -> tuple[tuple, _Family | None]:
+        if backend is not self._backend:
+            self._families.clear()
+            self._backend = backend
+        key = (graph.family_key, tuple(sorted(donated.items())) if donated else ())
+        family = self._families.get(key)
+        if family is not None:
+            self._families.move_to_end(key)
+        elif create:
+            family = self._families[key] = _Family()
+            if len(self._families) > _MAX_FAMILIES:
+                self._families.popitem(last=False)
+        return key, family
+
+    @staticmethod
+    def enabled(backend: BackendImpl) -> bool:
+        return bool(config.get("LAZY_DYNAMIC")) and bool(getattr(backend, "supports_dynamic_shapes", False))
+
+    def reuse(self, backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None) -> tuple[Any, Any]:
+        """On an in-memory cache miss: ``(entry, sample)``, ``entry`` a compiled
+        plan's cache entry that admits ``graph`` (or None), ``sample`` the
+        graph's lowered sample when one was made (for ``compile``)."""
+        if not self.enabled(backend):
+            return None, None
+        _, family = self._family(backend, graph, donated, create=True)
+        assert family is not None
+        if family.broken:
+            return None, None
+        if not family.loaded:
+            # A plan an earlier process compiled: sizes never seen here run without compiling.
+            family.loaded = True
+            with metrics.timed("load_executable"):
+                loaded = backend.load_plans(graph, donated)
+            family.plans += [[plan, self._make_entry(exe, comp), True] for plan, exe, comp in loaded]
+        if not family.plans and family.sample is None:
+            return None, None
+        sample = _sample(backend, graph)
+        if sample is None:
+            return None, None
+        for held in reversed(family.plans):
+            plan, entry, unused = held
+            if backend.admits(plan, sample):
+                if unused:  # its first use in this process: a load, as metrics counts them
+                    held[2] = False
+                    metrics.counter_add("cache_miss")
+                    metrics.counter_add("persistent_cache_hit")
+                else:
+                    metrics.counter_add("dynamic_reuse")
+                return entry, sample
+        return None, sample
+
+    def compile(self, backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None, sample: Any,
+                compile_static: Callable[[], Any], compile_plan: Callable[[Any], Any]) -> Any:
+        """The cache entry for ``graph`` (a miss no plan admitted): a plan
+        compiled from this family's first sample and ``graph``, or a static
+        compile (``compile_static``), remembering the family either way."""
+        if not self.enabled(backend):
+            return compile_static()
+        _, family = self._family(backend, graph, donated, create=True)
+        assert family is not None
+        if family.broken or family.refusals >= _MAX_REFUSALS:
+            return compile_static()
+        if family.sample is None:
+            # The first member: static, as a shape seen once should be. Its
+            # lowered sample is what the next member is compared with.
+            entry = compile_static()
+            if not entry.eager:
+                family.sample = sample if sample is not None else _sample(backend, graph)
+            return entry
+        if sample is None:
+            sample = _sample(backend, graph)
+        plan = backend.generalize(family.sample, sample) if sample is not None else None
+        if plan is None:
+            family.refusals += 1
+            metrics.counter_add("dynamic_refused")
+            _say(f"graph {graph.name} recurs with other sizes but not as one function of them "
+                 f"(a size is baked into a constant, or an integer argument changed); compiled statically")
+            return compile_static()
+        try:
+            entry = compile_plan(plan)
+        except Exception as e:  # a compiler that cannot take these dims: static still works
+            family.broken = True
+            metrics.counter_add("dynamic_compile_error")
+            _say(f"graph {graph.name}: the dynamic-shape compile failed ({type(e).__name__}: "
+                 f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); compiling statically")
+            return compile_static()
+        metrics.counter_add("dynamic_compile")
+        describe = getattr(plan, "describe", None)
+        _say(f"graph {graph.name} recurs with other sizes: compiled once with dynamic dims "
+             f"{describe() if describe else ''}".rstrip())
+        family.plans.append([plan, entry, False])
+        del family.plans[:-_MAX_PLANS]
+        with metrics.timed("store_executable"):
+            backend.store_plan(graph, donated, plan, entry.computation, entry.executable)
+        return entry
+
+
+def _sample(backend: BackendImpl, graph: LazyGraph) -> Any:
+    """The backend's sample of ``graph``, or None if it cannot make one (the
+    graph then compiles statically, where its real error, if any, shows)."""
+    try:
+        with metrics.timed("dynamic_sample"):
+            return backend.shape_sample(graph)
+    except Exception:
+        metrics.counter_add("dynamic_sample_error")
+        return None
+
+
+def _say(text: str) -> None:
+    if config.debug_level() >= 1:
+        sys.stderr.write(f"lazy_core: {text}\n")

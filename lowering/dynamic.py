@@ -1,0 +1,386 @@
+"""Dynamic dimensions by anti-unification of two lowered FX graphs.
+
+A lazy tracer sees concrete sizes only: ``x.view(x.size(0) * 4, -1)`` is
+recorded as ``view(x, [32, -1])``. To compile one function for every batch
+size, the sizes a graph depends on must be found again. This module does it
+on the lowering's own output, the final FX graph (after decompositions and
+rewrites), so no lowering code needs to know about symbolic shapes:
+
+* ``observe`` reads a concrete FX graph into its *structure* (ops, wiring,
+  dtypes, ranks and every constant except integers) and its *numbers* (each
+  integer argument and each dimension of each value, in a fixed order).
+* ``unify(a, b)`` compares two observations of the same structure. A
+  dimension that differs becomes dynamic (``?``); an integer argument that
+  differs must equal, in both samples, a dimension (or a product of
+  consecutive dimensions) of an earlier value, and becomes that
+  ``aten.sym_size`` expression; anything else that differs refuses.
+* ``Plan.admits(c)`` decides whether a third graph is an instance: the same
+  structure, every static number equal, every expression equal to the
+  value it stands for in ``c``, every dynamic dimension at least 2.
+
+That last check is what makes reuse exact: a graph the plan admits is, number
+for number, the plan's function evaluated at ``c``'s sizes. A lowering that
+bakes a size into a constant (a decomposition traced at one shape, a float
+``1/n``) either fails to unify or fails the check, and the graph is compiled
+statically as before. Sizes 0 and 1 are never dynamic: broadcasting treats a
+1 differently, and compilers assume a dynamic size is not one (torch.compile
+specializes both the same way).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.fx import Graph
+from torch.fx import Node as FxNode
+
+from .computation import ArgInfo, Computation, ResultInfo
+
+__all__ = ["Observation", "Plan", "observe", "unify"]
+
+#: An integer argument's expression: product of dims ``dims`` of value ``value``.
+Expr = tuple[int, tuple[int, ...]]
+
+
+@dataclass
+class Observation:
+    """One concrete FX graph, split into structure and numbers."""
+
+    graph: Graph
+    #: Hashable description of everything but integers and sizes.
+    structure: tuple
+    #: Every integer argument, in traversal order.
+    ints: list[int]
+    #: Per integer argument, the FX value index it belongs to (for expressions: only earlier values).
+    int_owner: list[int]
+    #: Per FX value (node order), its dims, flattened over tuple elements.
+    dims: list[tuple[int, ...]]
+    #: Per FX value, whether it is one tensor (only those are read by ``sym_size``).
+    single: list[bool]
+    #: The computation's arguments and results as the lowering typed them (static).
+    args: list[ArgInfo] = field(default_factory=list)
+    results: list[ResultInfo] = field(default_factory=list)
+    #: False when the graph holds a constant this module does not read (a tensor):
+    #: such a graph is never generalized nor admitted.
+    supported: bool = True
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        """``repr(structure)``, made once (compared with a plan read from a record)."""
+        if self._text is None:
+            self._text = repr(self.structure)
+        return self._text
+
+
+@dataclass
+class Plan:
+    """What ``unify`` decided: which numbers stay and which follow the sizes."""
+
+    #: The samples' structure; None in a plan read back from a record (then ``structure_text``).
+    structure: tuple | None
+    #: Per integer argument: ``("c", value)`` or ``("e", (value index, dims))``.
+    ints: list[tuple[str, Any]]
+    #: Per FX value, per dim: the static size, or None for dynamic.
+    dims: list[tuple[int | None, ...]]
+    #: The sample the plan's function is built from (None when read back from a record).
+    sample: Observation | None = field(repr=False)
+    #: ``repr(structure)``: exact (every element's repr is distinct), and what a record keeps.
+    structure_text: str | None = field(default=None, repr=False)
+
+    @property
+    def dynamic_count(self) -> int:
+        return sum(d is None for ds in self.dims for d in ds)
+
+    def to_record(self) -> bytes:
+        """The plan as bytes for a cache shared between processes (not the sample)."""
+        text = self.structure_text if self.structure is None else repr(self.structure)
+        head = json.dumps({"ints": [[k, v if k == "c" else [v[0], list(v[1])]] for k, v in self.ints],
+                           "dims": [list(d) for d in self.dims]}).encode()
+        return struct.pack("<I", len(head)) + head + zlib.compress(text.encode(), 1)
+
+    @classmethod
+    def from_record(cls, record: bytes) -> Plan:
+        (n,) = struct.unpack_from("<I", record)
+        head = json.loads(record[4:4 + n])
+        ints = [("c", v) if k == "c" else ("e", (v[0], tuple(v[1]))) for k, v in head["ints"]]
+        dims = [tuple(d) for d in head["dims"]]
+        return cls(None, ints, dims, None, zlib.decompress(record[4 + n:]).decode())
+
+    def admits(self, c: Observation) -> bool:
+        """Whether ``c`` is this plan's function at ``c``'s sizes (see the module doc)."""
+        same = c.structure == self.structure if self.structure is not None else c.text == self.structure_text
+        if not same or not c.supported or len(c.dims) != len(self.dims) or len(c.ints) != len(self.ints):
+            return False
+        for want, got in zip(self.dims, c.dims):
+            for w, g in zip(want, got):
+                if (g < 2) if w is None else (w != g):
+                    return False
+        for (kind, want), got in zip(self.ints, c.ints):
+            if kind == "c":
+                if want != got:
+                    return False
+            elif _evaluate(want, c.dims) != got:
+                return False
+        return True
+
+    def describe(self) -> str:
+        """Which FX values have dynamic dims, e.g. ``arg0[?,8]``, for LAZY_DEBUG."""
+        out = []
+        if self.sample is None:
+            return f"({self.dynamic_count} dynamic dims)"
+        for node, ds in zip(self.sample.graph.nodes, self.dims):
+            if node.op == "placeholder" and any(d is None for d in ds):
+                out.append(f"{node.name}[{','.join('?' if d is None else str(d) for d in ds)}]")
+        return " ".join(out)
+
+
+def _evaluate(expr: Expr, dims: list[tuple[int, ...]]) -> int:
+    value, ds = expr
+    n = 1
+    for d in ds:
+        n *= dims[value][d]
+    return n
+
+
+def _val_skeleton(val: Any, dims: list[int]) -> Any:
+    """A value's type without its sizes; its sizes appended to ``dims``."""
+    if isinstance(val, torch.Tensor):
+        dims.extend(int(d) for d in val.shape)
+        return ("t", val.dtype, val.dim())
+    if isinstance(val, list | tuple):
+        return tuple(_val_skeleton(v, dims) for v in val)
+    if val is None:
+        return None
+    return ("s", type(val).__name__)  # a scalar's value is a runtime input, not structure
+
+
+def observe(graph: Graph) -> Observation:
+    """``graph``'s structure and numbers (see the module doc)."""
+    index: dict[FxNode, int] = {}
+    ints: list[int] = []
+    owner: list[int] = []
+    structure: list[Any] = []
+    all_dims: list[tuple[int, ...]] = []
+    single: list[bool] = []
+
+    def arg(x: Any) -> Any:
+        if isinstance(x, FxNode):
+            return ("n", index[x])
+        if isinstance(x, bool):
+            return ("b", x)
+        if isinstance(x, int):
+            ints.append(x)
+            owner.append(len(index))
+            return "i"
+        if isinstance(x, float):
+            return ("f", struct.pack("<d", x))  # -0.0 and NaN payloads kept apart
+        if isinstance(x, list):
+            return ("l", tuple(arg(v) for v in x))
+        if isinstance(x, tuple):
+            return ("u", tuple(arg(v) for v in x))
+        if isinstance(x, dict):
+            return ("d", tuple((k, arg(v)) for k, v in x.items()))
+        if x is None or isinstance(x, str | torch.dtype | torch.device | torch.memory_format | torch.layout):
+            return x
+        raise _Unsupported(f"constant {type(x).__name__}")
+
+    try:
+        for node in graph.nodes:
+            entry = (node.op, _target_name(node.target), arg(node.args), arg(node.kwargs))
+            dims: list[int] = []
+            val = node.meta.get("val") if node.op != "output" else None
+            structure.append((entry, _val_skeleton(val, dims)))
+            index[node] = len(index)
+            all_dims.append(tuple(dims))
+            single.append(isinstance(val, torch.Tensor))
+    except _Unsupported:
+        return Observation(graph, ("unsupported",), [], [], [], [], supported=False)
+    return Observation(graph, tuple(structure), ints, owner, all_dims, single)
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    return f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', None) or target}"
+
+
+def unify(a: Observation, b: Observation) -> Plan | None:
+    """A plan both ``a`` and ``b`` are instances of, with the dims where they
+    differ dynamic; None if they are not one function of their sizes."""
+    if not (a.supported and b.supported) or a.structure != b.structure or a.dims == b.dims:
+        return None
+    dims: list[tuple[int | None, ...]] = []
+    # (size in a, size in b) -> the first expression that has them, over dynamic values only.
+    sources: dict[tuple[int, int], Expr] = {}
+    for da, db in zip(a.dims, b.dims):
+        merged: list[int | None] = []
+        for x, y in zip(da, db):
+            if x == y:
+                merged.append(x)
+            elif x < 2 or y < 2:
+                return None  # 0 and 1 are never dynamic
+            else:
+                merged.append(None)
+        dims.append(tuple(merged))
+    # Expressions read one tensor's dims (a multi-result op's tensors are
+    # read through its getitem values).
+    for value, (da, db) in enumerate(zip(a.dims, b.dims)):
+        if not a.single[value]:
+            continue
+        n = len(da)
+        for i in range(n):
+            pa = pb = 1
+            for j in range(i, n):
+                pa *= da[j]
+                pb *= db[j]
+                if pa != pb:
+                    sources.setdefault((pa, pb), (value, tuple(range(i, j + 1))))
+    ints: list[tuple[str, Any]] = []
+    for x, y, owner in zip(a.ints, b.ints, a.int_owner):
+        if x == y:
+            ints.append(("c", x))
+            continue
+        expr = sources.get((x, y))
+        if expr is None or expr[0] >= owner:
+            return None  # a number that follows no size (a baked 1/n, a position)
+        ints.append(("e", expr))
+    plan = Plan(a.structure, ints, dims, a)
+    return plan if plan.admits(a) and plan.admits(b) else None
+
+
+def symbolic_graph(plan: Plan) -> tuple[Graph, dict[int, list[int]]]:
+    """The plan's function as an FX graph for torch-mlir's importer: dynamic
+    dims typed ``?`` (SymInts in ``meta["val"]``), each expression an
+    ``aten.sym_size.int`` (times more of them) of the value it reads.
+
+    Also returns, per placeholder index, its dims with -1 for dynamic ones.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+    sample = plan.sample
+    src_nodes = list(sample.graph.nodes)
+    out = Graph()
+    new: list[FxNode] = []
+    syms: dict[tuple[int, int], Any] = {}  # (value, flat dim) -> its SymInt
+    ints = iter(plan.ints)
+    size_nodes: dict[tuple[int, int], FxNode] = {}
+
+    def sym_size(value: int, flat_dim: int) -> FxNode:
+        node = size_nodes.get((value, flat_dim))
+        if node is None:
+            node = out.call_function(torch.ops.aten.sym_size.int, (new[value], flat_dim))
+            node.meta["val"] = _sym(value, flat_dim)
+            size_nodes[value, flat_dim] = node
+        return node
+
+    def _sym(value: int, flat_dim: int) -> Any:
+        s = syms.get((value, flat_dim))
+        if s is None:
+            s = syms[value, flat_dim] = env.create_unbacked_symint()
+        return s
+
+    def expression(expr: Expr) -> FxNode:
+        value, ds = expr
+        node = sym_size(value, ds[0])
+        for d in ds[1:]:
+            factor = sym_size(value, d) if plan.dims[value][d] is None else plan.dims[value][d]
+            prod = out.call_function(operator.mul, (node, factor))
+            prod.meta["val"] = node.meta["val"] * (factor.meta["val"] if isinstance(factor, FxNode) else factor)
+            node = prod
+        return node
+
+    def arg(x: Any) -> Any:
+        if isinstance(x, FxNode):
+            return new[position[x]]
+        if isinstance(x, bool):
+            return x
+        if isinstance(x, int):
+            kind, what = next(ints)
+            return what if kind == "c" else expression(what)
+        if isinstance(x, list):
+            return [arg(v) for v in x]
+        if isinstance(x, tuple):
+            return tuple(arg(v) for v in x)
+        if isinstance(x, dict):
+            return {k: arg(v) for k, v in x.items()}
+        return x
+
+    position = {n: i for i, n in enumerate(src_nodes)}
+    placeholder_dims: dict[int, list[int]] = {}
+    for i, node in enumerate(src_nodes):
+        args, kwargs = arg(node.args), arg(node.kwargs)
+        copy = out.create_node(node.op, node.target, args, kwargs, name=node.name)
+        if "stack_trace" in node.meta:
+            copy.meta["stack_trace"] = node.meta["stack_trace"]
+        if node.op != "output":
+            flat = iter(range(len(plan.dims[i])))
+            val = node.meta.get("val")
+            copy.meta["val"] = _symbolic_val(val, plan.dims[i], flat, lambda d, i=i: _sym(i, d), mode)
+            if copy.meta["val"] is val and "tensor_meta" in node.meta:
+                copy.meta["tensor_meta"] = node.meta["tensor_meta"]
+        if node.op == "placeholder":
+            placeholder_dims[len(placeholder_dims)] = [-1 if d is None else d for d in plan.dims[i]]
+        new.append(copy)
+    return out, placeholder_dims
+
+
+def _symbolic_val(val: Any, dims: tuple[int | None, ...], flat: Any, sym: Any, mode: Any) -> Any:
+    if isinstance(val, torch.Tensor):
+        shape = []
+        for _ in range(val.dim()):
+            d = next(flat)
+            shape.append(dims[d] if dims[d] is not None else sym(d))
+        if all(isinstance(s, int) for s in shape):
+            return val
+        with mode:
+            return torch.empty(shape, dtype=val.dtype)
+    if isinstance(val, list | tuple):
+        return type(val)(_symbolic_val(v, dims, flat, sym, mode) for v in val)
+    return val
+
+
+def dynamic_computation(plan: Plan, func_name: str) -> Computation:
+    """The plan imported as a torch-dialect module named ``func_name``: the
+    sample's signature with -1 for the dynamic dims of arguments and results."""
+    from torch_mlir.extras.fx_importer import FxImporter
+
+    from .context import mlir_context
+
+    graph, placeholder_dims = symbolic_graph(plan)
+    importer = FxImporter(context=mlir_context())
+    importer.import_stateless_graph(graph, func_name=func_name)
+    static = plan.sample
+    args = [ArgInfo(a.kind, tuple(placeholder_dims[i]), a.dtype, a.logical_dtype) for i, a in enumerate(static.args)]
+    output = next(n for n in graph.nodes if n.op == "output")
+    results = []
+    for value, info in zip(output.args[0], static.results):
+        shape = tuple(-1 if not isinstance(d, int) else d for d in value.meta["val"].shape)
+        results.append(ResultInfo(shape, info.dtype, info.logical_dtype))
+    return Computation(module=importer.module, func_name=func_name, graph_hash=func_name,
+                       args=args, results=results)
+
+
+def sample(graph: Any, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
+           emulate_bf16: str | None = None) -> Observation:
+    """``graph`` (a LazyGraph) lowered to FX as ``lower_graph`` would with these
+    options, observed (the FX graph is not imported)."""
+    from .context import LoweringContext
+
+    ctx = LoweringContext(graph, boundary_casts, emulate_bf16)
+    obs = observe(ctx.build_fx())
+    obs.args, obs.results = list(ctx._args), list(ctx._results)
+    return obs

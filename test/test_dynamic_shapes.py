@@ -1,0 +1,220 @@
+"""Automatic dynamic dimensions (lazy_core.dynamic_shapes, lowering.dynamic).
+
+A program that recurs at other sizes compiles once statically and once with
+dynamic dimensions, then never again; every value still equals eager. The
+adversarial cases are programs whose graphs look like one family but are
+not one function of their sizes: an integer argument that only coincides
+with a size, a size baked into a constant, a size of 1.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import use_backend
+from torch import nn
+
+import lazy_core
+from lazy_core import metrics
+
+BACKENDS = ["reference", "iree-cpu", "iree-vulkan"]
+
+
+def _activate(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> lazy_core.BackendImpl:
+    # A fresh on-disk cache: "compiled" below means compiled in this test.
+    monkeypatch.setenv("LAZY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAZY_REFERENCE_OPT_LEVEL", "0")
+    return use_backend(name)
+
+
+@pytest.fixture(params=BACKENDS)
+def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path) -> lazy_core.BackendImpl:
+    yield _activate(request.param, monkeypatch, tmp_path)
+    lazy_core.mark_step()
+
+
+@pytest.fixture(params=BACKENDS[:2])
+def compiled_cpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path) -> lazy_core.BackendImpl:
+    """The CPU backends only: whole training steps compile slowly on lavapipe."""
+    yield _activate(request.param, monkeypatch, tmp_path)
+    lazy_core.mark_step()
+
+
+def _made() -> int:
+    """Executables made: compiled, or loaded from the disk cache."""
+    c = metrics.counters()
+    return c.get("compile", 0) + c.get("persistent_cache_hit", 0)
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 4))
+
+
+def _train(model: nn.Module, sizes: list[int], device: str) -> tuple[list[float], list[torch.Tensor]]:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for i, n in enumerate(sizes):
+        g = torch.Generator().manual_seed(i)
+        x, y = torch.randn(n, 8, generator=g), torch.randint(0, 4, (n,), generator=g)
+        torch.manual_seed(100 + i)  # the same dropout masks on both devices
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x.to(device)), y.to(device))
+        loss.backward()
+        opt.step()
+        if device == "lazy":
+            lazy_core.mark_step()
+        losses.append(loss.item())
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+#: 13 distinct batch sizes, then a DataLoader's short last batch.
+SIZES = [32, 32, 24, 17, 40, 9, 33, 12, 28, 6, 19, 31, 21, 3]
+
+
+def test_training_over_many_batch_sizes_compiles_at_most_three_graphs(compiled_cpu):
+    torch.manual_seed(0)
+    cpu = _mlp()
+    lazy = _mlp()
+    lazy.load_state_dict(cpu.state_dict())
+    want_losses, want_params = _train(cpu, SIZES, "cpu")
+    got_losses, got_params = _train(lazy.to("lazy"), SIZES, "lazy")
+    torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(want_losses), rtol=1e-5, atol=1e-5)
+    for got, want in zip(got_params, want_params):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    c = metrics.counters()
+    # Step 1 (the optimizer creates its state), step 2 (static), step 3 (dynamic); never again.
+    assert _made() <= 3, c
+    assert c.get("dynamic_compile", 0) == 1, c
+    assert c.get("dynamic_reuse", 0) >= len(set(SIZES)) - 3, c
+
+
+def test_sequence_lengths_of_a_transformer_share_one_executable(monkeypatch, tmp_path):
+    # The reference backend only: the same plan on iree-cpu is covered by the MLP test,
+    # and a transformer step compiles for minutes on a loaded CI machine.
+    _activate("reference", monkeypatch, tmp_path)
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)  # dropout 0.1, as shipped
+    head = nn.Linear(16, 5)
+    cpu = nn.Sequential(layer, head)
+    lazy = nn.Sequential(nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), nn.Linear(16, 5))
+    lazy.load_state_dict(cpu.state_dict())
+    lazy = lazy.to("lazy")
+    for i, seq in enumerate([7, 11, 5, 9, 7]):
+        x = torch.randn(3, seq, 16, generator=torch.Generator().manual_seed(i))
+        torch.manual_seed(i)
+        want = cpu(x)
+        want.sum().backward()
+        torch.manual_seed(i)
+        got = lazy(x.to("lazy"))
+        got.sum().backward()
+        lazy_core.mark_step()
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
+        for p, q in zip(lazy.parameters(), cpu.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-4)
+    assert metrics.counters().get("dynamic_reuse", 0) >= 3, metrics.counters()
+
+
+def test_an_integer_that_only_coincides_with_a_size_is_not_generalized(compiled):
+    """``x[:, :k]`` where k equals ``y``'s length in two steps, then does not: the
+    plan reads k as that length, and the third step must not be served by it."""
+    cases = [(6, 3, 3), (8, 4, 4), (10, 5, 2), (12, 6, 6), (9, 7, 7)]
+    for n, m, k in cases:
+        x, y = torch.randn(n, 10), torch.randn(m)
+        got = (x.to("lazy")[:, :k] * 2).sum(1) + y.to("lazy").sum()
+        lazy_core.mark_step()
+        torch.testing.assert_close(got.cpu(), (x[:, :k] * 2).sum(1) + y.sum())
+    assert metrics.counters().get("dynamic_reuse", 0) >= 1, metrics.counters()
+
+
+def test_sizes_one_and_zero_are_never_dynamic(compiled):
+    """``a + b`` with equal lengths makes both lengths dynamic; a length of 1
+    then broadcasts, which the dynamic code (equal lengths) must not be asked to do."""
+    for n, m in ((3, 3), (5, 5), (1, 4), (6, 6), (0, 1), (4, 1), (7, 7)):
+        a, b = torch.randn(n, 4), torch.randn(m, 4)
+        got = (a.to("lazy") + b.to("lazy")).relu()
+        lazy_core.mark_step()
+        torch.testing.assert_close(got.cpu(), (a + b).relu())
+    assert metrics.counters().get("dynamic_reuse", 0) >= 2, metrics.counters()
+
+
+def test_a_size_baked_into_a_constant_compiles_statically(compiled):
+    """``x[: n // 2]`` takes a number that is no size of any value before it:
+    the two members refuse to generalize, and each compiles on its own."""
+    for n in (6, 10, 14):
+        x = torch.randn(n, 3)
+        got = x.to("lazy")[: n // 2].exp()
+        lazy_core.mark_step()
+        torch.testing.assert_close(got.cpu(), x[: n // 2].exp())
+    c = metrics.counters()
+    assert c.get("dynamic_refused", 0) >= 1 and c.get("dynamic_reuse", 0) == 0, c
+
+
+def test_off_switch_compiles_every_size(compiled, monkeypatch):
+    monkeypatch.setenv("LAZY_DYNAMIC", "0")
+    for n in (4, 5, 6, 7):
+        x = torch.randn(n, 3)
+        got = x.to("lazy").sin().sum(0)
+        lazy_core.mark_step()
+        torch.testing.assert_close(got.cpu(), x.sin().sum(0))
+    c = metrics.counters()
+    assert _made() == 4 and "dynamic_compile" not in c, c
+
+
+def test_a_recompile_storm_is_named_with_its_line_and_cause(monkeypatch, tmp_path):
+    _activate("reference", monkeypatch, tmp_path)
+    from lazy_core.diagnostics import RecompileStormWarning
+
+    with pytest.warns(RecompileStormWarning, match=r"recompile storm: 8 graphs compiled for mark_step at .*"
+                                            r"test_dynamic_shapes.py:\d+\. Last change: input 0"):
+        for n in range(4, 12):
+            x = torch.randn(n, 3)
+            got = x.to("lazy")[: n // 2].exp()  # n // 2 follows no size: a graph per size
+            lazy_core.mark_step()
+            torch.testing.assert_close(got.cpu(), x[: n // 2].exp())
+
+
+_TWO_PROCESSES = """
+import json, sys, torch
+import lazy_core
+from lazy_core import metrics
+lazy_core.init(sys.argv[1])
+torch.manual_seed(0)
+cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+lazy = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+lazy.load_state_dict(cpu.state_dict())
+lazy = lazy.to("lazy")
+for n in map(int, sys.argv[2].split(",")):
+    x = torch.randn(n, 8)
+    got = lazy(x.to("lazy")).softmax(-1).sum(0)
+    lazy_core.mark_step()
+    torch.testing.assert_close(got.cpu(), cpu(x).softmax(-1).sum(0))
+print("RESULT" + json.dumps(metrics.counters()))
+"""
+
+
+@pytest.mark.parametrize("backend_name", ["reference", "iree-cpu"])
+def test_a_second_process_runs_unseen_sizes_without_compiling(tmp_path, backend_name: str) -> None:
+    """The dynamic plan is kept in the disk cache: a new process runs sizes
+    no process saw before with 0 compiles (size 1 is never dynamic: it compiles)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(_TWO_PROCESSES)
+    env = dict(os.environ, LAZY_CACHE_DIR=str(tmp_path / "cache"), LAZY_STRICT="1")
+    env.pop("LAZY_DISK_CACHE", None)
+    results = []
+    for sizes in ("4,5", "9,11,13,1"):
+        proc = subprocess.run([sys.executable, str(script), backend_name, sizes], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
+        results.append(json.loads(line[len("RESULT"):]))
+    first, second = results
+    assert first.get("compile") == 2 and first.get("dynamic_compile") == 1, first
+    # 9: the plan loaded from disk; 11 and 13: reused; 1: compiled (never dynamic).
+    assert second.get("persistent_cache_hit") == 1 and second.get("dynamic_reuse") == 2, second
+    assert second.get("compile") == 1 and "dynamic_compile" not in second, second
