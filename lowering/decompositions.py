@@ -160,6 +160,12 @@ DECOMPOSED_OPS = (
     aten.floor_divide.Scalar,
     aten.div.Tensor_mode,
     aten.div.Scalar_mode,
+    # No torch-mlir lowering: HF's ``generate()`` checks every new token with
+    # ``isin(next_tokens, eos_token_id)``, so each token cut the graph and ran
+    # isin on the CPU. Decomposed to a broadcast comparison (_ONLY_WHEN: while
+    # the comparison table stays small).
+    aten.isin.Tensor_Tensor,
+    aten.isin.Tensor_Scalar,
 )
 
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
@@ -169,6 +175,7 @@ _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_l
 #: then receives as a 0-d tensor (``x // 0.3``: 0.3 is a parameter).
 SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divide.Scalar, aten.div.Tensor_mode,
                                       aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar,
+                                      aten.isin.Tensor_Scalar,
                                       *_SCALAR_SHIFTS})
 
 
@@ -524,6 +531,38 @@ def _floor_division_operands(node: Node) -> bool:
     return bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype in (torch.float32, torch.float64)
 
 
+#: Elements of ``isin``'s comparison table above which it runs eagerly
+#: (PyTorch sorts there; a table of this many bools is 16 MiB).
+ISIN_TABLE_LIMIT = 1 << 24
+
+
+def _isin(elements: torch.Tensor, test_elements: Any, *, assume_unique: bool = False,
+          invert: bool = False) -> torch.Tensor:
+    """``isin`` as ``any(elements[..., None] == test_elements.flatten())``:
+    NaN is in no set, an empty set gives all False, ``assume_unique``
+    changes no result. Both sides are cast to PyTorch's common dtype first:
+    torch-mlir compares a float32 tensor with a 0-d float64 one (a runtime
+    number's stand-in) in float64, so ``isin(x, 0.1)`` found no 0.1f.
+    """
+    common = torch.result_type(elements, test_elements)
+    if not isinstance(test_elements, torch.Tensor):  # a number baked into the graph
+        test_elements = torch.full((), test_elements, dtype=common, device=elements.device)
+    found = (elements.to(common).unsqueeze(-1) == test_elements.to(common).reshape(-1)).any(-1)
+    return found.logical_not() if invert else found
+
+
+def _small_isin_table(node: Node) -> bool:
+    elements, tests = node.args[0], node.args[1]
+    if not isinstance(elements, Output) or elements.meta is None:
+        return False
+    n = elements.meta.numel()
+    if isinstance(tests, Output):
+        if tests.meta is None:
+            return False
+        n *= tests.meta.numel()
+    return n <= ISIN_TABLE_LIMIT
+
+
 def _integer_base(node: Node) -> bool:
     base = node.args[0]
     meta = base.meta if isinstance(base, Output) else None
@@ -580,6 +619,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.floor_divide.default] = table[aten.floor_divide.Scalar] = _floor_divide_float
     table[aten.div.Tensor_mode] = table[aten.div.Scalar_mode] = _div_mode
     table[aten.reciprocal.default] = _reciprocal
+    table[aten.isin.Tensor_Tensor] = table[aten.isin.Tensor_Scalar] = _isin
     table[aten.diagonal_scatter.default] = _diagonal_scatter
     table[aten.add.Tensor] = _bool_add
     table[aten.add.Scalar] = _bool_add
@@ -609,6 +649,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.div.Scalar_mode: _floor_division,
     aten.add.Tensor: _bool_plus_python_bool,
     aten.add.Scalar: _bool_plus_python_bool,
+    aten.isin.Tensor_Tensor: _small_isin_table,
+    aten.isin.Tensor_Scalar: _small_isin_table,
 }
 
 

@@ -213,3 +213,31 @@ def test_leftover_op_skips_bystander_constants() -> None:
     with mlir_context():
         module = ir.Module.parse(text)
     assert leftover_op(module) == ("aten.no_such_op", "user.py:7")
+
+
+def test_isin_is_recorded_and_matches_eager(compiling: str) -> None:
+    """``isin`` had no torch-mlir lowering: HF's generate() checks each new
+    token with ``isin(next_tokens, eos_token_id)`` and every token ran it on
+    the CPU between two graphs. A float32 tensor against a Python float found
+    nothing until both sides were cast to the common dtype (torch-mlir
+    compares a 0-d float64 operand in float64)."""
+    nan = float("nan")
+    cases = [
+        (torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([2, 6, 9]), {}),
+        (torch.tensor([1.0, nan, 2.5, -0.0]), torch.tensor([nan, 0.0, 2.5]), {}),
+        (torch.tensor([1, 2, 3]), torch.tensor([2.0]), {"invert": True}),
+        (torch.tensor([1, 2, 3]), torch.tensor([], dtype=torch.int64), {}),
+        (torch.tensor(3), torch.tensor([[3, 4]]), {}),
+        (torch.tensor([1, 2, 3], dtype=torch.int32), torch.tensor([3]), {"assume_unique": True}),
+        (torch.tensor([0.1, 0.2, 1.0]), 0.1, {}),
+        (torch.tensor([1, 2, 3]), 2, {"invert": True}),
+        (torch.tensor([1, 2, 3]), 2.5, {}),
+    ]
+    got = [torch.isin(a.to("lazy"), b.to("lazy") if isinstance(b, torch.Tensor) else b, **kw) for a, b, kw in cases]
+    lazy_core.mark_step()
+    for (a, b, kw), g in zip(cases, got, strict=True):
+        want = torch.isin(a, b, **kw)
+        assert g.dtype == want.dtype and torch.equal(g.cpu(), want), (a, b, kw, g.cpu(), want)
+    assert not _fallbacks(), _fallbacks()
+    with pytest.raises(RuntimeError, match="Unsupported input type encountered for isin"):
+        torch.isin(torch.tensor([True]).to("lazy"), torch.tensor([True]).to("lazy"))
