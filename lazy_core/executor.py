@@ -221,11 +221,21 @@ class GraphExecutor:
         return self._to_host_many(tensors, reason)
 
     def _to_host_many(self, tensors: list[LazyTensor], reason: str) -> list[torch.Tensor]:
+        only_sharing = reason == "sync" or reason.startswith("collective")
         reason = self._current_reason(reason)
         values = [t._lz_value() for t in tensors]
         pending = [v for v in values if not v.node.is_leaf()]
         if pending:
-            storages = self._sharing_storages(pending)
+            # A value read runs every live pending tensor, as mark_step() does,
+            # so a loop that reads a value each iteration (generate()'s stopping
+            # check) makes the same graph every iteration. With only the tensors
+            # sharing work with the read, a value computed for the next
+            # iteration (the attention mask grown by one) was pending in every
+            # other graph and two programs alternated, each compiled apart.
+            # sync() and collectives keep to the tensors sharing work: sync()
+            # promises just its tensors, and a collective's segment must not
+            # pull in the backward still being recorded after it.
+            storages = self._sharing_storages(pending) if only_sharing else self.pending_storages()
             results = self._execute(storages, pending, reason)
             for t, v in zip(tensors, values):
                 if not v.node.is_leaf():

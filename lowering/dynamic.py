@@ -12,8 +12,9 @@ rewrites), so no lowering code needs to know about symbolic shapes:
 * ``unify(a, b)`` compares two observations of the same structure. A
   dimension that differs becomes dynamic (``?``); an integer argument that
   differs must equal, in both samples, a dimension (or a product of
-  consecutive dimensions) of an earlier value, and becomes that
-  ``aten.sym_size`` expression; anything else that differs refuses.
+  consecutive dimensions) of an earlier value, or its negation (a slice
+  from the end, ``x[:, -n:]``), and becomes that ``aten.sym_size``
+  expression; anything else that differs refuses.
 * ``Plan.admits(c)`` decides whether a third graph is an instance: the same
   structure, every static number equal, every expression equal to the
   value it stands for in ``c``, every dynamic dimension at least 2.
@@ -44,8 +45,9 @@ from .computation import ArgInfo, Computation, ResultInfo
 
 __all__ = ["Observation", "Plan", "observe", "unify"]
 
-#: An integer argument's expression: product of dims ``dims`` of value ``value``.
-Expr = tuple[int, tuple[int, ...]]
+#: An integer argument's expression: the product of dims ``dims`` of value
+#: ``value``, negated when the flag is set.
+Expr = tuple[int, tuple[int, ...], bool]
 
 
 @dataclass
@@ -101,7 +103,7 @@ class Plan:
     def to_record(self) -> bytes:
         """The plan as bytes for a cache shared between processes (not the sample)."""
         text = self.structure_text if self.structure is None else repr(self.structure)
-        head = json.dumps({"ints": [[k, v if k == "c" else [v[0], list(v[1])]] for k, v in self.ints],
+        head = json.dumps({"ints": [[k, v if k == "c" else [v[0], list(v[1]), v[2]]] for k, v in self.ints],
                            "dims": [list(d) for d in self.dims]}).encode()
         return struct.pack("<I", len(head)) + head + zlib.compress(text.encode(), 1)
 
@@ -109,7 +111,7 @@ class Plan:
     def from_record(cls, record: bytes) -> Plan:
         (n,) = struct.unpack_from("<I", record)
         head = json.loads(record[4:4 + n])
-        ints = [("c", v) if k == "c" else ("e", (v[0], tuple(v[1]))) for k, v in head["ints"]]
+        ints = [("c", v) if k == "c" else ("e", (v[0], tuple(v[1]), bool(v[2]))) for k, v in head["ints"]]
         dims = [tuple(d) for d in head["dims"]]
         return cls(None, ints, dims, None, zlib.decompress(record[4 + n:]).decode())
 
@@ -142,11 +144,11 @@ class Plan:
 
 
 def _evaluate(expr: Expr, dims: list[tuple[int, ...]]) -> int:
-    value, ds = expr
+    value, ds, negated = expr
     n = 1
     for d in ds:
         n *= dims[value][d]
-    return n
+    return -n if negated else n
 
 
 def _val_skeleton(val: Any, dims: list[int]) -> Any:
@@ -245,7 +247,8 @@ def unify(a: Observation, b: Observation) -> Plan | None:
                 pa *= da[j]
                 pb *= db[j]
                 if pa != pb:
-                    sources.setdefault((pa, pb), (value, tuple(range(i, j + 1))))
+                    sources.setdefault((pa, pb), (value, tuple(range(i, j + 1)), False))
+                    sources.setdefault((-pa, -pb), (value, tuple(range(i, j + 1)), True))
     ints: list[tuple[str, Any]] = []
     for x, y, owner in zip(a.ints, b.ints, a.int_owner):
         if x == y:
@@ -294,13 +297,17 @@ def symbolic_graph(plan: Plan) -> tuple[Graph, dict[int, list[int]]]:
         return s
 
     def expression(expr: Expr) -> FxNode:
-        value, ds = expr
+        value, ds, negated = expr
         node = sym_size(value, ds[0])
         for d in ds[1:]:
             factor = sym_size(value, d) if plan.dims[value][d] is None else plan.dims[value][d]
             prod = out.call_function(operator.mul, (node, factor))
             prod.meta["val"] = node.meta["val"] * (factor.meta["val"] if isinstance(factor, FxNode) else factor)
             node = prod
+        if negated:
+            neg = out.call_function(operator.neg, (node,))
+            neg.meta["val"] = -node.meta["val"]
+            node = neg
         return node
 
     def arg(x: Any) -> Any:

@@ -218,3 +218,66 @@ def test_a_second_process_runs_unseen_sizes_without_compiling(tmp_path, backend_
     # 9: the plan loaded from disk; 11 and 13: reused; 1: compiled (never dynamic).
     assert second.get("persistent_cache_hit") == 1 and second.get("dynamic_reuse") == 2, second
     assert second.get("compile") == 1 and "dynamic_compile" not in second, second
+
+
+def _decode_loop(device: str, steps: int) -> list[float]:
+    """generate()'s shape: each iteration reads one value, and before the read
+    computes state for the next iteration (a mask grown by one) that the read
+    does not need."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(6, 3, generator=g).to(device)
+    ids = torch.randint(0, 6, (1, 5), generator=g).to(device)
+    mask = torch.ones(1, 5).to(device)
+    seen = []
+    for _ in range(steps):
+        h = (F.embedding(ids, w) * mask.unsqueeze(-1)).sum(1)
+        nxt = h.argmax(-1, keepdim=True)
+        ids = torch.cat([ids, nxt], 1)
+        mask = torch.cat([mask, mask.new_ones(1, 1)], 1)
+        seen.append(h.max().item())  # the loop's one read
+    return seen
+
+
+def test_a_loop_that_reads_each_iteration_makes_the_same_graph_each_time(compiled_cpu) -> None:
+    """A read ran only the tensors sharing work with it, so the next mask
+    (not needed by the read) was left pending in every other iteration and
+    two programs alternated: two families, four compiles instead of two."""
+    torch.testing.assert_close(_decode_loop("lazy", 10), _decode_loop("cpu", 10), rtol=1e-5, atol=1e-6)
+    c = metrics.counters()
+    assert _made() <= 2, c  # the first step statically, the second dynamically, then reuse
+    assert c.get("dynamic_reuse", 0) >= 8, c
+
+
+def test_gpt2_generate_compiles_nothing_at_a_third_prompt_length(monkeypatch, tmp_path) -> None:
+    """HF GPT-2 greedy generate() with its KV cache (from a config, default
+    settings). The first call compiles a fixed number of graphs however many
+    tokens it makes; the second (another prompt length) only dynamic ones,
+    the prefill's included (its ``input_ids[:, -n:]`` is a negated size);
+    the third compiles nothing. Tokens equal eager's."""
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    _activate("reference", monkeypatch, tmp_path)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=128)
+    torch.manual_seed(0)
+    cpu = transformers.GPT2LMHeadModel(cfg).eval()
+    lazy = transformers.GPT2LMHeadModel(cfg).eval()
+    lazy.load_state_dict(cpu.state_dict())
+    lazy = lazy.to("lazy")
+
+    def generate(model: nn.Module, ids: torch.Tensor, device: str) -> torch.Tensor:
+        with torch.no_grad():
+            return model.generate(ids.to(device), attention_mask=torch.ones_like(ids).to(device),
+                                  max_new_tokens=12, min_new_tokens=12, do_sample=False, pad_token_id=0).cpu()
+
+    made = []
+    for length in (5, 8, 11):
+        ids = torch.randint(1, 100, (1, length), generator=torch.Generator().manual_seed(length))
+        before = dict(metrics.counters())
+        assert torch.equal(generate(lazy, ids, "lazy"), generate(cpu, ids, "cpu"))
+        c = metrics.counters()
+        made.append({k: c.get(k, 0) - before.get(k, 0) for k in ("compile", "dynamic_compile", "fallback::total")})
+    # Call 1: generate()'s 4 argument checks, the prefill, the first two decode steps, the last.
+    assert made[0]["compile"] <= 8, made
+    assert made[1]["compile"] == made[1]["dynamic_compile"] <= 4, made
+    assert made[2]["compile"] == 0, made
+    assert not any(k.startswith("fallback::") for k in metrics.counters()), metrics.counters()
