@@ -12,8 +12,12 @@ Two measurements, each system in its own process:
 2. ``fixed``: steady ms/step at one shape, run by the executable compiled
    with dynamic dimensions (two other lengths first) against the static
    executable for that shape (``LAZY_DYNAMIC=0``). Goal: dynamic <= 1.25x.
+3. ``generate``: HF GPT-2 (tiny, from a config) greedy ``generate()`` of
+   50 tokens with its KV cache, three calls with prompt lengths 5, 8, 11.
+   Reported per call: compiles and seconds; and whether the tokens equal
+   eager's. Goal: <= 4 compiles on the first call, 0 on the second.
 
-    python bench/dynamic_shapes.py [--quick] [--backends iree-cpu,reference]
+    python bench/dynamic_shapes.py [--quick] [--backends iree-cpu,reference] [--modes loop,fixed,generate]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 import _common as C
 
 LENGTHS = [16, 24, 9, 31, 12, 20, 27, 14, 18, 33, 11, 22]
+PROMPTS, NEW_TOKENS = [5, 8, 11], 50
 SHORT_BATCH = 3  # the DataLoader's last batch, at the first length
 VOCAB, DIM, BATCH = 64, 32, 8
 
@@ -94,6 +99,45 @@ def _step_fn(system: str) -> tuple[Any, Any, str]:
     return model, step, device
 
 
+def _generate(system: str) -> dict[str, Any]:
+    """Three generate() calls; per call its tokens, seconds and compiles."""
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=128)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    device = "cpu"
+    if system.startswith("lazy-"):
+        import lazy_core
+
+        lazy_core.init(system.split("-", 1)[1].rsplit("-", 1)[0])
+        device = "lazy"
+        model = model.to(device)
+    elif system == "compile":
+        model.forward = torch.compile(model.forward)
+    calls = []
+    for n in PROMPTS:
+        ids = torch.randint(1, 100, (1, n), generator=torch.Generator().manual_seed(n))
+        before = _compiles() if device == "lazy" else 0
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(ids.to(device), attention_mask=torch.ones_like(ids).to(device),
+                                 max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
+                                 pad_token_id=0).cpu()
+        calls.append({"prompt": n, "s": time.perf_counter() - t0, "tokens": out.tolist(),
+                      "compiles": _compiles() - before if device == "lazy" else None})
+    return {"calls": calls}
+
+
+def _compiles() -> int:
+    from lazy_core import metrics
+
+    c = metrics.counters()
+    return c.get("compile", 0) + c.get("persistent_cache_hit", 0)
+
+
 def worker(system: str, mode: str, quick: bool) -> None:
     import torch
 
@@ -103,8 +147,12 @@ def worker(system: str, mode: str, quick: bool) -> None:
     if system.startswith("lazy-"):
         os.environ["LAZY_DYNAMIC"] = "1" if system.endswith("-dyn") else "0"
     lengths = LENGTHS[:6] if quick else LENGTHS
-    _, step, device = _step_fn(system)
     result: dict[str, Any] = {"system": system, "mode": mode}
+    if mode == "generate":
+        result.update(_generate(system))
+        C.emit(result)
+        return
+    _, step, device = _step_fn(system)
     if mode == "loop":
         torch.manual_seed(0)
         losses = []
@@ -144,6 +192,7 @@ def main() -> None:
     ap.add_argument("--backends", default="iree-cpu,reference")
     ap.add_argument("--threads", type=int, default=C.default_threads())
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
+    ap.add_argument("--modes", default="loop,fixed,generate", help="which measurements (comma-separated)")
     ap.add_argument("--worker", nargs=2, metavar=("SYSTEM", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -155,8 +204,9 @@ def main() -> None:
     if not args.no_compile:
         systems.append("compile")
     extra = ["--quick"] if args.quick else []
-    results: dict[str, Any] = {"machine": C.machine_info(), "threads": args.threads, "loop": {}, "fixed": {}}
-    for mode in ("loop", "fixed"):
+    modes = [m for m in args.modes.split(",") if m]
+    results: dict[str, Any] = {"machine": C.machine_info(), "threads": args.threads, **{m: {} for m in modes}}
+    for mode in modes:
         for system in systems:
             if mode == "fixed" and not system.startswith("lazy-"):
                 continue
@@ -166,6 +216,17 @@ def main() -> None:
                 r = C.run_worker("dynamic_shapes.py", [*extra, "--worker", system, mode],
                                  env={**env, "LAZY_CACHE_DIR": cache}, timeout=1800)
             results[mode][system] = r
+    if "loop" in results:
+        _loop_table(results, args.quick)
+    if "fixed" in results:
+        _fixed_table(results, backends)
+    if "generate" in results:
+        _generate_table(results)
+    path = C.write_json("dynamic_shapes", results)
+    print(f"wrote {path}")
+
+
+def _loop_table(results: dict[str, Any], quick: bool) -> None:
     eager = results["loop"].get("eager", {}).get("losses")
     rows = []
     for system, r in results["loop"].items():
@@ -177,7 +238,10 @@ def main() -> None:
         rows.append([system, r.get("compiles", "-"), r.get("dynamic_reuse", "-"), C.fmt(r.get("loop_s")),
                      "-" if same is None else f"{same:.1e}"])
     print(C.table(["system", "compiles", "dynamic reuses", "loop s", "max |loss - eager|"], rows,
-                  title=f"{len(LENGTHS) if not args.quick else 6} sequence lengths + a short last batch"))
+                  title=f"{len(LENGTHS) if not quick else 6} sequence lengths + a short last batch"))
+
+
+def _fixed_table(results: dict[str, Any], backends: list[str]) -> None:
     rows = []
     for b in backends:
         dyn = results["fixed"].get(f"lazy-{b}-dyn", {}).get("ms_per_step")
@@ -185,8 +249,21 @@ def main() -> None:
         rows.append([b, C.fmt(dyn), C.fmt(static), C.fmt(C.ratio(dyn, static))])
     print(C.table(["backend", "dynamic ms/step", "static ms/step", "dynamic / static (goal <= 1.25)"], rows,
                   title=f"one shape ({BATCH}x{LENGTHS[0]}), dynamic vs static executable"))
-    path = C.write_json("dynamic_shapes", results)
-    print(f"wrote {path}")
+
+
+def _generate_table(results: dict[str, Any]) -> None:
+    eager = results["generate"].get("eager", {}).get("calls")
+    rows = []
+    for system, r in results["generate"].items():
+        if "error" in r:
+            rows.append([system, "error: " + C.error_summary(r)[:60]] + [""] * len(PROMPTS))
+            continue
+        same = eager is not None and all(a["tokens"] == b["tokens"] for a, b in zip(r["calls"], eager))
+        cells = [f"{C.fmt(c['s'])} s" + ("" if c["compiles"] is None else f", {c['compiles']} compiles")
+                 for c in r["calls"]]
+        rows.append([system, "yes" if same else "NO", *cells])
+    print(C.table(["system", "tokens = eager", *[f"call {i + 1} (prompt {n})" for i, n in enumerate(PROMPTS)]],
+                  rows, title=f"GPT-2 tiny greedy generate(), {NEW_TOKENS} new tokens per call"))
 
 
 if __name__ == "__main__":

@@ -262,6 +262,10 @@ def unify(a: Observation, b: Observation) -> Plan | None:
     return plan if plan.admits(a) and plan.admits(b) else None
 
 
+#: Views whose input is flattened first when it has two dynamic dims (symbolic_graph).
+_VIEWS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.reshape.default})
+
+
 def symbolic_graph(plan: Plan) -> tuple[Graph, dict[int, list[int]]]:
     """The plan's function as an FX graph for torch-mlir's importer: dynamic
     dims typed ``?`` (SymInts in ``meta["val"]``), each expression an
@@ -326,10 +330,26 @@ def symbolic_graph(plan: Plan) -> tuple[Graph, dict[int, list[int]]]:
             return {k: arg(v) for k, v in x.items()}
         return x
 
+    def flattened(value: int) -> FxNode:
+        # torch-mlir 20261001 miscompiles a view that merges two dynamic dims
+        # before a static one: view([?,?,4] -> [?*?, 4]) is lowered as a cast
+        # to ?x1x4 and a collapse, so the result has the wrong size (wrong
+        # values, then heap corruption in the reference runtime). A view from
+        # a 1-d tensor is lowered correctly, so such views go through one.
+        numel = expression((value, tuple(range(len(plan.dims[value]))), False))
+        flat = out.call_function(torch.ops.aten.view.default, (new[value], [numel]))
+        with mode:
+            flat.meta["val"] = torch.empty([numel.meta["val"]], dtype=new[value].meta["val"].dtype)
+        return flat
+
     position = {n: i for i, n in enumerate(src_nodes)}
     placeholder_dims: dict[int, list[int]] = {}
     for i, node in enumerate(src_nodes):
         args, kwargs = arg(node.args), arg(node.kwargs)
+        if node.target in _VIEWS and isinstance(node.args[0], FxNode):
+            source = position[node.args[0]]
+            if sum(d is None for d in plan.dims[source]) >= 2:
+                args = (flattened(source), *args[1:])
         copy = out.create_node(node.op, node.target, args, kwargs, name=node.name)
         if "stack_trace" in node.meta:
             copy.meta["stack_trace"] = node.meta["stack_trace"]

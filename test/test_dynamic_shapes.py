@@ -281,3 +281,70 @@ def test_gpt2_generate_compiles_nothing_at_a_third_prompt_length(monkeypatch, tm
     assert made[1]["compile"] == made[1]["dynamic_compile"] <= 4, made
     assert made[2]["compile"] == 0, made
     assert not any(k.startswith("fallback::") for k in metrics.counters()), metrics.counters()
+
+
+#: Views of a [b, s, 4] tensor, with b and s both varying (two dynamic dims).
+VIEWS = {
+    "merge_leading": lambda x, b, s: x.view(b * s, 4) * 2,
+    "flatten": lambda x, b, s: x.flatten(0, 1) * 2,
+    "merge_trailing": lambda x, b, s: x.view(b, s * 4) * 2,
+    "merge_all": lambda x, b, s: x.reshape(-1) * 2,
+    "split_static": lambda x, b, s: x.view(b, s, 2, 2) * 2,
+    "round_trip": lambda x, b, s: x.view(b * s, 4).view(b, s, 4) + x,
+    "transposed": lambda x, b, s: x.transpose(0, 1).reshape(s * b, 4) * 2,
+    "linear": lambda x, b, s: F.linear(x, torch.ones(3, 4, device=x.device)).view(b * s, 3) * 2,
+}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_views_of_two_dynamic_dims_match_eager(compiled_cpu, view: str) -> None:
+    """torch-mlir lowered ``view([?,?,4] -> [?*?, 4])`` as a cast to ?x1x4 and
+    a collapse: the result had b rows, not b*s (wrong values on iree-cpu, heap
+    corruption on reference). Every graph here after the second runs on a
+    plan with both dims dynamic."""
+    f = VIEWS[view]
+    for i, (b, s) in enumerate([(8, 24), (8, 9), (3, 16), (5, 7), (6, 2)]):
+        x = torch.randn(b, s, 4, generator=torch.Generator().manual_seed(i))
+        got = f(x.to("lazy"), b, s).cpu()
+        want = f(x, b, s)
+        assert got.shape == want.shape, (b, s, got.shape, want.shape)
+        torch.testing.assert_close(got, want)
+    assert metrics.counters().get("dynamic_reuse", 0) >= 1, metrics.counters()
+
+
+def test_torch_mlir_still_miscompiles_a_view_merging_two_dynamic_dims() -> None:
+    """Upstream canary for the workaround in lowering/dynamic.py (``flattened``):
+    when this fails, torch-mlir lowers the view correctly and the detour
+    through a 1-d view can go."""
+    from torch_mlir import fx
+    from torch_mlir.compiler_utils import run_pipeline_with_repro_report
+
+    class Merge(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.view(x.shape[0] * x.shape[1], 4)
+
+    dims = {0: torch.export.Dim("b", min=2, max=64), 1: torch.export.Dim("s", min=2, max=64)}
+    module = fx.export_and_import(Merge(), torch.randn(8, 24, 4), dynamic_shapes={"x": dims}, output_type="torch")
+    run_pipeline_with_repro_report(module, "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)",
+                                   "canary")
+    assert "tensor<?x1x4xf32>" in str(module), str(module)
+
+
+def test_attention_dropout_over_two_dynamic_dims_matches_eager(compiled_cpu) -> None:
+    """The same torch-mlir view bug inside nn.MultiheadAttention with its
+    dropout (found by bench/dynamic_shapes.py: a DataLoader's short last batch
+    after varying lengths gave a loss 5e-3 off eager on iree-cpu)."""
+    torch.manual_seed(0)
+    cpu = nn.MultiheadAttention(8, 2, dropout=0.1, batch_first=True)
+    lazy = nn.MultiheadAttention(8, 2, dropout=0.1, batch_first=True)
+    lazy.load_state_dict(cpu.state_dict())
+    lazy = lazy.to("lazy")
+    for i, (b, s) in enumerate([(8, 24), (8, 9), (3, 16), (5, 7)]):
+        x = torch.randn(b, s, 8, generator=torch.Generator().manual_seed(i))
+        torch.manual_seed(5)
+        want = cpu(x, x, x, need_weights=False)[0]
+        torch.manual_seed(5)
+        xl = x.to("lazy")
+        got = lazy(xl, xl, xl, need_weights=False)[0].cpu()
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert metrics.counters().get("dynamic_reuse", 0) >= 1, metrics.counters()
