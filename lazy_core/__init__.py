@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import checks, config, debug, interop, metrics
+from . import bucketing, checks, config, debug, interop, metrics
 from .autocast import autocast  # mixed precision: torch.autocast("lazy") is refused by PyTorch
 from .backend import BackendData, BackendDevice, BackendImpl, CompileError
 from .executor import GraphExecutor, executor
@@ -52,7 +52,7 @@ __all__ = [
     "StepGuardError", "add_step_closure", "closures", "diagnostics", "dump", "graph_limits", "step",
     "step_guard",
     "LazyGraph", "LazyTensor", "Node", "Output", "ScalarParam", "TensorMeta", "active_backend",
-    "available_backends", "create_backend", "debug", "init", "last_computation", "mark_step",
+    "available_backends", "bucketing", "create_backend", "debug", "init", "last_computation", "mark_step",
     "metrics", "register_backend", "sync", "wait_device_ops",
 ]
 
