@@ -28,6 +28,30 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path and os.path.isdir(os.path.join(ROOT, "lazy_core")):  # a source checkout, not the wheel
     sys.path.insert(0, ROOT)
 
+
+def _private_disk_cache() -> None:
+    """Give the test session its own on-disk cache folder, removed at exit.
+
+    Tests count compiles; with the user's ``~/.cache/lazy-mlir`` they would
+    find the executables an earlier run (or an older checkout with the same
+    lowering version) left there and count none (CI failed this way). Set
+    before ``lazy_core`` is imported, in the pytest-xdist controller first:
+    the workers inherit it, so they share one cache as a user's processes
+    would. ``LAZY_CACHE_DIR`` set by the caller wins.
+    """
+    if os.environ.get("LAZY_CACHE_DIR"):
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="lazy-mlir-test-cache-")
+    os.environ["LAZY_CACHE_DIR"] = folder
+    atexit.register(shutil.rmtree, folder, True)
+
+
+_private_disk_cache()
+
 import lazy_core  # noqa: E402
 from lazy_core import metrics  # noqa: E402
 
