@@ -261,7 +261,12 @@ def _compare_inputs(old: GraphSummary, new: GraphSummary, d: _Diff) -> bool:
 
 def _compare_consts(old_c: tuple, new_c: tuple, op: tuple[str, str | None], d: _Diff) -> None:
     at = _op_at(op)
-    for (name, a), (_, b) in zip(old_c, new_c):
+    # By name: an argument left at its default is not recorded, so the two
+    # lists can differ in length (``sort(x, 0)`` then ``sort(x)``).
+    old_by, new_by = dict(old_c), dict(new_c)
+    default = ("const", "its default")
+    names = list(old_by) + [n for n in new_by if n not in old_by]
+    for name, a, b in ((n, old_by.get(n, default), new_by.get(n, default)) for n in names):
         if a == b:
             continue
         if a[0] == "param" and b[0] == "const":

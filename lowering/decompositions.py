@@ -39,6 +39,9 @@ NAN_DECOMPOSED_OPS = (
     aten.max.dim,
     aten.min.dim,
     aten.sort.default,
+    # ``sort(stable=True)``, ``argsort(stable=True)``: torch-mlir 20261001
+    # has no lowering for ``sort.stable`` (every such graph failed).
+    aten.sort.stable,
     aten.topk.default,
     # ``x == x`` (one value compared with itself): torch-mlir folds it to
     # true, also for NaN (upstream folder); ``isfinite`` is ``x == x & ...``
@@ -863,9 +866,17 @@ def _min_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Te
 
 
 def _sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """NaN sorts above +inf: sorted as +inf, then the NaN count's slots at
-    the top end are NaN again. Values are exact; indices too, except among
-    elements that are +inf or NaN (PyTorch puts every NaN after +inf)."""
+    """A stable sort in which NaN sorts above +inf, values and indices as
+    eager's ``sort(stable=True)``.
+
+    ``aten.sort`` lowers (torch-mlir's TMTensor / IREE's LinalgExt sort) to
+    an insertion of each element past the strictly smaller ones, which is
+    stable, but with ordered comparisons: NaN never moves. So a float is
+    sorted with its NaNs as +inf, and then the NaNs, which sit among the
+    +infs at the top end in index order, are moved past them: a stable
+    partition of the sorted order by "is NaN" (a cumulative count of NaNs
+    gives each element its new slot), O(n) instead of a second sort.
+    """
     if x.dim() == 0:
         return x.clone(), x.new_zeros((), dtype=torch.int64)
     if x.dtype == torch.bool:
@@ -877,14 +888,27 @@ def _sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[tor
         return _plain_sort(x, dim, descending)
     d = dim % x.dim()
     nan = torch.isnan(x)
-    values, indices = _plain_sort(x.masked_fill(nan, float("inf")), d, descending)
+    _, order = _plain_sort(x.masked_fill(nan, float("inf")), d, descending)
+    is_nan = nan.gather(d, order).to(torch.int64)
+    nans_before = is_nan.cumsum(d) - is_nan
     n = x.shape[d]
     shape = [1] * x.dim()
     shape[d] = n
     position = torch.arange(n, dtype=torch.int64, device=x.device).reshape(shape)
-    count = nan.sum(d, keepdim=True)
-    slot = position < count if descending else position >= n - count
-    return values.masked_fill(slot, float("nan")), indices
+    count = is_nan.sum(d, keepdim=True)
+    if descending:  # NaNs first, then the numbers in their sorted order
+        slot = torch.where(is_nan.bool(), nans_before, count + position - nans_before)
+    else:  # the numbers in their sorted order, then the NaNs
+        slot = torch.where(is_nan.bool(), n - count + nans_before, position - nans_before)
+    indices = torch.empty_like(order).scatter(d, slot, order)
+    return x.gather(d, indices), indices
+
+
+def _sort_stable(x: torch.Tensor, *, stable: bool | None = None, dim: int = -1,
+                 descending: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sort(stable=...)``: ``_sort`` is stable, which any order of equal
+    elements allows."""
+    return _sort(x, dim, descending)
 
 
 def _plain_sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -919,6 +943,7 @@ def _nan_table() -> dict[Any, Callable]:
         aten.max.dim: _max_dim,
         aten.min.dim: _min_dim,
         aten.sort.default: _sort,
+        aten.sort.stable: _sort_stable,
         aten.topk.default: _topk,
         aten.eq.Tensor: _eq_self,
     }

@@ -331,7 +331,8 @@ def test_nan_semantics_on_rows(backend, strict, case):
         "argmax_none_keepdim": (lambda t: t.argmax(None, keepdim=True), _NAN_ROWS),
         "max_dim1_keepdim": (lambda t: t.max(1, keepdim=True), _NAN_ROWS),
         "min_dim1": (lambda t: t.min(1), _NAN_ROWS),
-        # Among +inf and NaN the sort's order of indices is not PyTorch's: values only.
+        # Values only: eager's unstable sort orders 0.0 and -0.0 its own way (indices:
+        # test_sort_indices_with_nan_inf_and_ties_match_a_stable_eager_sort).
         "sort_dim1_values": (lambda t: t.sort(1)[0], _NAN_ROWS),
         "sort_dim0": (lambda t: t.sort(0, descending=True), _NAN_ROWS[:2]),
         # PyTorch's topk and sort break ties between 0.0 and -0.0 differently: no zeros.
@@ -347,3 +348,27 @@ def test_nan_semantics_on_rows(backend, strict, case):
                               _NAN_ROWS),
     }[case]
     _check_like_eager(fn, x)
+
+
+_SORT_ROWS = torch.tensor([[_NAN, _INF, 1.0, _INF, _NAN, -_INF, 0.0, 2.0, 1.0],
+                           [2.0, 2.0, _NAN, -1.0, _INF, 2.0, _NAN, _NAN, _INF]])
+
+
+@pytest.mark.parametrize("descending", [False, True], ids=["ascending", "descending"])
+@pytest.mark.parametrize("stable", [None, True], ids=["default", "stable"])
+def test_sort_indices_with_nan_inf_and_ties_match_a_stable_eager_sort(backend, strict, descending, stable):
+    """Every NaN after every +inf, ties in index order: the indices of
+    eager's ``sort(stable=True)`` (an ``argsort(stable=True)`` failed to
+    compile; the indices of +inf and NaN came in index order, mixed)."""
+    kw = {"descending": descending} if stable is None else {"descending": descending, "stable": True}
+    for dim in (1, 0, -1):
+        want_values, want_indices = torch.sort(_SORT_ROWS, dim=dim, descending=descending, stable=True)
+        values, indices = torch.sort(_SORT_ROWS.to(LAZY), dim=dim, **kw)
+        _same(values, want_values)
+        assert torch.equal(indices.cpu(), want_indices), (dim, indices.cpu(), want_indices)
+        assert torch.equal(torch.argsort(_SORT_ROWS.to(LAZY), dim=dim, **kw).cpu(), want_indices)
+    ints = torch.tensor([[3, 1, 3, 2, 1, 3], [0, 0, -1, 0, 5, -1]])
+    want_values, want_indices = torch.sort(ints, descending=descending, stable=True)
+    values, indices = torch.sort(ints.to(LAZY), **kw)
+    _same(values, want_values)
+    assert torch.equal(indices.cpu(), want_indices)

@@ -119,6 +119,20 @@ def test_recompile_explains_a_new_op():
                for m in rec.differences), rec.message
 
 
+def test_recompile_explains_an_argument_left_at_its_default():
+    """An argument at its default is not recorded: ``sort(x, 0)`` then
+    ``sort(x)`` said "the same graph, evicted from the cache"."""
+    x = lazy(torch.randn(3, 4))
+    for dim in (0, None, 1):
+        values = x.sort() if dim is None else x.sort(dim)  # @default-dim
+        values[0].cpu()
+    messages = [r.message for r in diagnostics.recompiles()]
+    assert len(messages) == 2, messages
+    assert "'dim' of aten.sort.default at " in messages[0] and at("default-dim") in messages[0], messages[0]
+    assert "changed from 0 to its default" in messages[0], messages[0]
+    assert "changed from its default to 1" in messages[1], messages[1]
+
+
 def test_recompile_explains_a_scalar_baked_as_a_constant():
     x = lazy(torch.randn(6))
     for scale in (2.0, 3.0, 1.0):
