@@ -23,6 +23,8 @@ from torch.fx import Node as FxNode
 
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
+from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
+
 aten = torch.ops.aten
 
 #: Ops lowered through the NaN-aware decompositions at the end of this file.
@@ -88,6 +90,9 @@ DECOMPOSED_OPS = (
     aten.log_sigmoid_backward.default,
     aten.native_group_norm_backward.default,
     aten.xlogy.Tensor,  # kl_div's backward
+    # No torch-dialect definition (ran eagerly, cutting the graph).
+    aten.xlogy.Scalar_Other,
+    aten.xlogy.Scalar_Self,
     # Dropout's backward: torch-mlir imports it but leaves its ``float scale``
     # as a ``torch.constant.float`` that neither linalg nor IREE legalizes, so
     # every training step with dropout ran op by op on the CPU. Decomposed to
@@ -113,11 +118,13 @@ DECOMPOSED_OPS = (
     # sort put NaN in the middle). PyTorch propagates NaN and orders it above
     # every number; the decompositions below say so explicitly.
     *NAN_DECOMPOSED_OPS,
-    # ``int_tensor ** 2`` (and ``** 2.0``): torch-mlir lowers pow only for a
-    # floating-point base ("unimplemented: non-floating point dtype"; IREE:
-    # 'math.fpowi' on i64), so such graphs failed to compile. Decomposed only
-    # for a non-floating base (_ONLY_WHEN).
+    # Every ``pow`` (lowering/pow.py): torch-mlir lowers an integer one not at
+    # all ("non-floating point dtype") and a floating one to ``math.powf``,
+    # whose special cases the backends get wrong (negative bases, 0 ** 0 and
+    # x ** -1 at 0 on IREE).
     aten.pow.Tensor_Scalar,
+    aten.pow.Tensor_Tensor,
+    aten.pow.Scalar,
     # ``diagonal_scatter`` (an in-place update through ``x.diagonal()``):
     # imported, but its lowering leaves a ``torch.constant.int`` that neither
     # linalg nor IREE legalizes. Decomposed to a strided ``slice_scatter``.
@@ -178,7 +185,7 @@ _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_l
 #: then receives as a 0-d tensor (``x // 0.3``: 0.3 is a parameter).
 SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divide.Scalar, aten.div.Tensor_mode,
                                       aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar,
-                                      aten.isin.Tensor_Scalar,
+                                      aten.isin.Tensor_Scalar, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self,
                                       *_SCALAR_SHIFTS})
 
 
@@ -338,27 +345,46 @@ def _avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor, kernel_size
     return out.reshape(*lead, height, width)
 
 
-def _pow_integer_base(x: torch.Tensor, exponent: Any) -> torch.Tensor:
-    """``pow`` with an integer or bool base and a constant exponent.
+def _xlogy(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a * log(b)``, 0 where ``a`` is 0, NaN where ``b`` is NaN.
 
-    A floating result (``i ** 2.0``) is ``pow`` of the converted base. An
-    integer result is exponentiation by squaring, wrapping on overflow like
-    the CPU kernel (which squares too); a negative exponent never gets here
-    (the tracer raises PyTorch's error).
+    PyTorch's own decomposition writes the NaN as ``where(isnan(b), nan,
+    ...)``, a 0-d f64 NaN literal that torch-mlir 20261001 cannot legalize
+    (every graph with ``xlogy`` or ``kl_div``'s backward failed to compile);
+    ``masked_fill`` with a NaN scalar lowers.
     """
-    dtype = _result_dtype(x, exponent)
-    if dtype.is_floating_point or dtype.is_complex:
-        return aten.pow.Tensor_Scalar(x.to(dtype), exponent)
-    x = x.to(dtype)
-    n = int(exponent)
-    result = torch.ones_like(x)
-    while n > 0:
-        if n & 1:
-            result = result * x
-        n >>= 1
-        if n:
-            x = x * x
-    return result
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+    dtype = elementwise_dtypes(a, b, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT)[1]
+    a, b = a.to(dtype), b.to(dtype)
+    product = a * torch.log(b)
+    rhs = torch.where(a == 0, torch.zeros_like(product), product)
+    return rhs.masked_fill(torch.isnan(b), float("nan"))
+
+
+def _as_number_operand(x: Any, like: torch.Tensor) -> tuple[Any, Any]:
+    """A Scalar argument (a number, or a runtime parameter as a 0-d tensor):
+    a number of its kind for type promotion, and a tensor of its value."""
+    if not isinstance(x, torch.Tensor):
+        return x, torch.full_like(like, x, dtype=torch.result_type(like, x))
+    kind = True if x.dtype == torch.bool else 1.0 if x.is_floating_point() else 1
+    return kind, x
+
+
+def _xlogy_scalar_other(a: torch.Tensor, b: Any) -> torch.Tensor:
+    kind, b = _as_number_operand(b, a)
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+    dtype = elementwise_dtypes(a, kind, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT)[1]
+    return _xlogy(a.to(dtype), b.to(dtype))
+
+
+def _xlogy_scalar_self(a: Any, b: torch.Tensor) -> torch.Tensor:
+    kind, a = _as_number_operand(a, b)
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+    dtype = elementwise_dtypes(kind, b, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT)[1]
+    return _xlogy(a.to(dtype), b.to(dtype))
 
 
 def _diagonal_scatter(x: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0,
@@ -566,12 +592,6 @@ def _small_isin_table(node: Node) -> bool:
     return n <= ISIN_TABLE_LIMIT
 
 
-def _integer_base(node: Node) -> bool:
-    base = node.args[0]
-    meta = base.meta if isinstance(base, Output) else None
-    return meta is not None and not meta.dtype.is_floating_point and not meta.dtype.is_complex
-
-
 #: Ops whose second argument is ``dim``, a dimension of ``self`` (schema base names).
 _SELF_DIM_OPS = frozenset({"scatter", "scatter_add", "scatter_reduce", "gather", "index_add", "index_copy",
                            "index_fill", "index_select", "index_reduce"})
@@ -617,7 +637,12 @@ def _table() -> dict[Any, Callable]:
     table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
     table[aten.index_put.default] = _index_put_mask
     table[aten._index_put_impl.default] = _index_put_mask
-    table[aten.pow.Tensor_Scalar] = _pow_integer_base
+    table[aten.pow.Tensor_Scalar] = pow_tensor_scalar
+    table[aten.pow.Tensor_Tensor] = pow_tensor_tensor
+    table[aten.pow.Scalar] = pow_scalar
+    table[aten.xlogy.Tensor] = _xlogy
+    table[aten.xlogy.Scalar_Other] = _xlogy_scalar_other
+    table[aten.xlogy.Scalar_Self] = _xlogy_scalar_self
     table[aten.fmod.Tensor] = table[aten.fmod.Scalar] = _fmod
     table[aten.floor_divide.default] = table[aten.floor_divide.Scalar] = _floor_divide_float
     table[aten.div.Tensor_mode] = table[aten.div.Scalar_mode] = _div_mode
@@ -642,7 +667,6 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.index_put.default: _mask_indexed,
     aten._index_put_impl.default: _mask_indexed,
     aten.eq.Tensor: lambda node: _same_value(node.args[0], node.args[1]),
-    aten.pow.Tensor_Scalar: _integer_base,
     aten.fmod.Tensor: _floor_division_operands,
     aten.fmod.Scalar: _integer_or_floating_result,
     aten.floor_divide.default: _floor_division,

@@ -372,3 +372,35 @@ def test_sort_indices_with_nan_inf_and_ties_match_a_stable_eager_sort(backend, s
     values, indices = torch.sort(ints.to(LAZY), **kw)
     _same(values, want_values)
     assert torch.equal(indices.cpu(), want_indices)
+
+
+_POW_BASES = [-_INF, -2.5, -2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, _INF, _NAN]
+_POW_EXPONENTS = [-_INF, -3.0, -2.5, -2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, _INF, _NAN, 7.0, 30.0]
+
+
+def test_pow_special_values_match_eager(backend, strict):
+    """C's pow rules, as eager's CPU kernels follow them, for every pair of
+    special values, in the three forms. On iree-cpu ``(-2) ** 3`` with a tensor
+    exponent was NaN, ``0 ** 0`` NaN, ``x ** -1`` and ``x ** -2`` at zeros and
+    ``(-2) ** t``, ``0 ** t``, ``(-1) ** t`` with a constant base wrong
+    (``exp(y * log(x))``); lowering/pow.py."""
+    import itertools
+
+    def _same(lazy: torch.Tensor, ref: torch.Tensor) -> None:  # the backend's pow may be off by ulps
+        got = lazy.cpu()
+        assert got.dtype == ref.dtype and torch.equal(got.isnan(), ref.isnan()), (got, ref)
+        assert torch.equal(torch.signbit(got[~ref.isnan()]), torch.signbit(ref[~ref.isnan()])), (got, ref)
+        torch.testing.assert_close(got, ref, equal_nan=True, rtol=1e-5, atol=0)
+
+    bases, exponents = (torch.tensor(v) for v in zip(*itertools.product(_POW_BASES, _POW_EXPONENTS)))
+    _same(torch.pow(bases.to(LAZY), exponents.to(LAZY)), torch.pow(bases, exponents))
+    base = torch.tensor(_POW_BASES)
+    for c in [2.5, 3.0, 2.0, -1.0, -2.0, 0.5, -0.5, 7.0, -3.0, 0.0, 1.0]:
+        _same(torch.pow(base.to(LAZY), c), torch.pow(base, c))
+    exponent = torch.tensor(_POW_EXPONENTS)
+    for c in [-2.0, 2.0, 0.0, -0.0, -1.0, 0.5, 1.0, _INF, -_INF]:
+        _same(torch.pow(c, exponent.to(LAZY)), torch.pow(c, exponent))
+    ints = torch.tensor([-3, -2, 0, 2, 3, 5, -1, 0, 1, -1, 7, -7])  # converted to float inside the graph
+    exponent = torch.tensor([2.0, 3.0, -1.0, 70.0, 0.5, -2.0, 69.0, 0.0, _NAN, _INF, -0.5, 2.5])
+    _same(torch.pow(ints.to(LAZY), exponent.to(LAZY)), torch.pow(ints, exponent))
+    _same(torch.pow(ints.to(LAZY), 2.5), torch.pow(ints, 2.5))

@@ -171,6 +171,43 @@ def test_integer_fmod_by_a_number(backend, dtype):
     check(fn, x, x, torch.tensor(_MASK))
 
 
+@pytest.mark.parametrize("dtype", [*WITH_INT16, torch.int32, torch.int64], ids=str)
+def test_integer_pow_with_a_tensor_exponent(backend, dtype):
+    """``int_t ** int_t`` and ``2 ** int_t`` failed to compile on every compiled
+    backend (torch-mlir: "non-floating point dtype"); they are exponentiation by
+    squaring now (``_pow_integer_exponent``): wrapping products, negative
+    exponents by the CPU kernel's rule (1, +-1 or 0), broadcasting, mixed dtypes."""
+    low = -3 if dtype != torch.uint8 else 0
+    g = torch.Generator().manual_seed(5)
+    base = torch.randint(low, 9, (4, 6), generator=g).to(dtype)
+    base[0, :4] = torch.tensor([0, 1, -1 if low else 1, 2])
+    exponent = torch.randint(low, 70, (6,), generator=g).to(dtype)
+    exponent[:3] = torch.tensor([0, low, 1])
+
+    def fn(b, e, m):
+        return [torch.pow(b, e), b ** e.unsqueeze(1)[:4, :1], torch.pow(3, e), torch.pow(-1, e) if low else e,
+                torch.pow(b, e.to(torch.int32)), torch.pow(-2 if low else 2, e)]
+
+    check(fn, base, exponent, torch.tensor(_MASK))
+
+
+def test_xlogy_compiles_and_matches_eager(backend):
+    """``xlogy`` (and ``kl_div``'s backward) failed to compile: PyTorch's
+    decomposition makes a 0-d f64 NaN literal torch-mlir cannot legalize;
+    its Scalar forms ran eagerly (no torch-dialect definition)."""
+    def fn(a, b, m):
+        ints = a.nan_to_num(4.0, 5.0).int(), b.nan_to_num(6.0, 7.0).int()  # NaN to int: undefined
+        return [torch.xlogy(a, b), torch.xlogy(*ints), torch.xlogy(a, 2.0), torch.xlogy(ints[0], 2.5),
+                torch.xlogy(3, b), torch.special.xlogy(2.0, ints[1])]
+
+    nan, inf = float("nan"), float("inf")
+    a = torch.tensor([0.0, 0.0, 1.5, -2.0, 3.0, nan, 0.0, 2.0])
+    b = torch.tensor([0.0, nan, 2.0, 0.5, 0.0, 1.0, inf, -1.0])
+    got = fn(a.to("lazy"), b.to("lazy"), None)
+    for g, want in zip(got, fn(a, b, None), strict=True):
+        torch.testing.assert_close(g.cpu(), want, equal_nan=True)
+
+
 def test_bool_sorts_false_first(backend):
     """torch-mlir compares i1 as signed (True is -1): ``mask.sort()`` put True
     first and ``descending=True`` False first (reference, iree-cpu). Fixed in
