@@ -143,7 +143,8 @@ VARIABLES: dict[str, Variable] = {
         Variable("LAZY_IREE_FLAGS", "str", "", "Extra iree-compile flags (shell-quoted) for every IREE target."),
         Variable("LAZY_IREE_VULKAN_SIGNAL_LAYER", "bool", True,
                  "Load lazy-mlir's Vulkan layer that keeps IREE's host semaphore signals in order "
-                 "(off: IREE's wake-up race can lose the device)."),
+                 "and declares IEEE floats in its shaders (off: IREE's wake-up race can lose the "
+                 "device, and the driver may drop infinities, NaNs and signed zeros)."),
         # -- tests ------------------------------------------------------------------
         Variable("LAZY_TEST_BACKENDS", "str", "", "Comma-separated backends the test suite parametrizes over."),
     ]

@@ -90,6 +90,13 @@ DECOMPOSED_OPS = (
     aten.log_sigmoid_backward.default,
     aten.native_group_norm_backward.default,
     aten.xlogy.Tensor,  # kl_div's backward
+    # softmax and log_softmax of a 0-d tensor (and their backward): torch-mlir's
+    # pipeline to the backend contract never returns on them (found by the
+    # fuzzer: the process hung). Computed on a 1-element 1-d view (_ONLY_WHEN).
+    aten._softmax.default,
+    aten._log_softmax.default,
+    aten._softmax_backward_data.default,
+    aten._log_softmax_backward_data.default,
     # No torch-dialect definition (ran eagerly, cutting the graph).
     aten.xlogy.Scalar_Other,
     aten.xlogy.Scalar_Self,
@@ -387,6 +394,30 @@ def _xlogy_scalar_self(a: Any, b: torch.Tensor) -> torch.Tensor:
     return _xlogy(a.to(dtype), b.to(dtype))
 
 
+def _zero_dim_input(node: Node) -> bool:
+    x = node.args[0]
+    return isinstance(x, Output) and x.meta is not None and len(x.meta.shape) == 0
+
+
+def _softmax_0d(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+    return aten._softmax.default(x.unsqueeze(0), 0, half_to_float).squeeze(0)
+
+
+def _log_softmax_0d(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+    return aten._log_softmax.default(x.unsqueeze(0), 0, half_to_float).squeeze(0)
+
+
+def _softmax_backward_0d(grad: torch.Tensor, output: torch.Tensor, dim: int,
+                         input_dtype: torch.dtype) -> torch.Tensor:
+    return aten._softmax_backward_data.default(grad.unsqueeze(0), output.unsqueeze(0), 0, input_dtype).squeeze(0)
+
+
+def _log_softmax_backward_0d(grad: torch.Tensor, output: torch.Tensor, dim: int,
+                             input_dtype: torch.dtype) -> torch.Tensor:
+    return aten._log_softmax_backward_data.default(grad.unsqueeze(0), output.unsqueeze(0), 0,
+                                                   input_dtype).squeeze(0)
+
+
 def _diagonal_scatter(x: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0,
                       dim2: int = 1) -> torch.Tensor:
     """``diagonal_scatter`` as a ``slice_scatter`` with a step.
@@ -641,6 +672,10 @@ def _table() -> dict[Any, Callable]:
     table[aten.pow.Tensor_Tensor] = pow_tensor_tensor
     table[aten.pow.Scalar] = pow_scalar
     table[aten.xlogy.Tensor] = _xlogy
+    table[aten._softmax.default] = _softmax_0d
+    table[aten._log_softmax.default] = _log_softmax_0d
+    table[aten._softmax_backward_data.default] = _softmax_backward_0d
+    table[aten._log_softmax_backward_data.default] = _log_softmax_backward_0d
     table[aten.xlogy.Scalar_Other] = _xlogy_scalar_other
     table[aten.xlogy.Scalar_Self] = _xlogy_scalar_self
     table[aten.fmod.Tensor] = table[aten.fmod.Scalar] = _fmod
@@ -678,6 +713,10 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.add.Scalar: _bool_plus_python_bool,
     aten.isin.Tensor_Tensor: _small_isin_table,
     aten.isin.Tensor_Scalar: _small_isin_table,
+    aten._softmax.default: _zero_dim_input,
+    aten._log_softmax.default: _zero_dim_input,
+    aten._softmax_backward_data.default: _zero_dim_input,
+    aten._log_softmax_backward_data.default: _zero_dim_input,
 }
 
 

@@ -421,3 +421,21 @@ def test_index_select_out_of_range_along_dim_1_raises_runtime_error(name: str) -
         torch.index_select(lazy(x), 1, lazy(idx)).cpu()
     with pytest.raises(IndexError):
         torch.index_select(lazy(x), 0, lazy(torch.tensor([2]))).cpu()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_of_a_zero_dim_tensor_compiles(backend, fn):
+    """Fuzz seed 1 (iree-cpu, ``F.log_softmax(dot(a, b), -1)``): torch-mlir's pipeline to the
+    backend contract never returned on a softmax of a 0-d tensor, so the process hung at the
+    read. The 0-d forms (and their backward) run on a 1-element view (decompositions.py)."""
+    f = getattr(torch.nn.functional, fn)
+    for value in (2.0, -3.5, float("inf"), float("nan")):
+        x = torch.tensor(value, requires_grad=True)
+        lx = torch.tensor(value, device="lazy", requires_grad=True)
+        want, got = f(x, -1), f(lx, -1)
+        want.backward()
+        got.backward()
+        torch.testing.assert_close(got.cpu(), want.detach(), equal_nan=True)
+        torch.testing.assert_close(lx.grad.cpu(), x.grad, equal_nan=True)
+        torch.testing.assert_close(f(lx.detach() * 2, 0).cpu(), f(x.detach() * 2, 0), equal_nan=True)

@@ -1,12 +1,21 @@
 """Builds and enables lazy-mlir's Vulkan layer before IREE opens a Vulkan instance.
 
-IREE 3.13's Vulkan queue can signal its wake-up timeline semaphore out of
-order when two threads promote deferred submissions at once, and Mesa's
-lavapipe answers an out-of-order signal by losing the device for the rest of
-the process (``vulkan_monotonic_signals.c`` has the details). CI saw it as
-VK_ERROR_DEVICE_LOST in one test followed by every later Vulkan test of that
-pytest worker failing. The layer makes host signals take turns and drops a
-signal whose value the semaphore already passed; nothing else is intercepted.
+The layer fixes two things between IREE 3.13 and the Vulkan driver:
+
+- host signals in order: IREE's Vulkan queue can signal its wake-up timeline
+  semaphore out of order when two threads promote deferred submissions at
+  once, and Mesa's lavapipe answers an out-of-order signal by losing the
+  device for the rest of the process (``vulkan_monotonic_signals.c`` has the
+  details). CI saw it as VK_ERROR_DEVICE_LOST in one test followed by every
+  later Vulkan test of that pytest worker failing. The layer makes host
+  signals take turns and drops a signal whose value the semaphore already
+  passed.
+- IEEE floats: IREE's shaders do not declare SignedZeroInfNanPreserve, so the
+  driver may assume no infinities or NaNs (lavapipe folded ``x - x`` to 0 for
+  x = inf: ``softmax([inf])`` was 1.0, not NaN). The layer adds the execution
+  mode to every shader module it sees (``vulkan_float_controls.c``).
+
+Nothing else is intercepted.
 
 The layer is a small C file, compiled here with the system C compiler (``$CC``
 or ``cc``) and the Vulkan headers (Debian: ``libvulkan-dev``) into the cache
@@ -32,10 +41,11 @@ from lazy_core import config
 
 from ..disk_cache import default_dir
 
-LAYER_NAME = "VK_LAYER_LAZY_MLIR_monotonic_host_signals"
-_SOURCE = Path(__file__).with_name("vulkan_monotonic_signals.c")
+LAYER_NAME = "VK_LAYER_LAZY_MLIR_iree_fixes"
+#: The layer's sources: its dispatch and the signal fix, and the SPIR-V float-controls rewrite.
+_SOURCES = [Path(__file__).with_name(n) for n in ("vulkan_monotonic_signals.c", "vulkan_float_controls.c")]
 _LIBRARY = "liblazy_mlir_vk_monotonic_signals.so"
-_MANIFEST = "VkLayer_lazy_mlir_monotonic_host_signals.json"
+_MANIFEST = "VkLayer_lazy_mlir_iree_fixes.json"
 
 
 def _manifest() -> dict:
@@ -47,7 +57,7 @@ def _manifest() -> dict:
             "library_path": f"./{_LIBRARY}",
             "api_version": "1.3.0",
             "implementation_version": "1",
-            "description": "lazy-mlir: host timeline-semaphore signals in order (IREE wake-up race)",
+            "description": "lazy-mlir: IREE's host semaphore signals in order; IEEE floats in its shaders",
             "functions": {
                 "vkGetInstanceProcAddr": "lazy_mlir_GetInstanceProcAddr",
                 "vkGetDeviceProcAddr": "lazy_mlir_GetDeviceProcAddr",
@@ -67,7 +77,7 @@ def _build(folder: Path) -> None:
     try:
         proc = subprocess.run(
             [compiler, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-o",
-             str(staging / _LIBRARY), str(_SOURCE), "-lpthread"],
+             str(staging / _LIBRARY), *map(str, _SOURCES), "-lpthread"],
             capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
@@ -99,15 +109,16 @@ def enable() -> Path | None:
     """
     if not config.get("LAZY_IREE_VULKAN_SIGNAL_LAYER"):
         return None
-    digest = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in _SOURCES)).hexdigest()[:16]
     folder = Path(default_dir()) / "vulkan-layer" / digest
     if not (folder / _LIBRARY).exists():
         try:
             _build(folder)
         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
             warnings.warn(
-                f"lazy-mlir's Vulkan signal layer is unavailable ({e}); IREE's Vulkan queue may "
-                "then lose the device (VK_ERROR_DEVICE_LOST) when two threads wake it at once. "
+                f"lazy-mlir's Vulkan layer is unavailable ({e}); IREE's Vulkan queue may then lose "
+                "the device (VK_ERROR_DEVICE_LOST) when two threads wake it at once, and the driver "
+                "may drop infinities, NaNs and signed zeros. "
                 "Install a C compiler and the Vulkan headers (Debian: gcc libvulkan-dev).",
                 RuntimeWarning, stacklevel=3)
             return None

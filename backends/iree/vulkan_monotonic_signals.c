@@ -1,7 +1,9 @@
 /*
- * VK_LAYER_LAZY_MLIR_monotonic_host_signals: a Vulkan layer that makes host
+ * VK_LAYER_LAZY_MLIR_iree_fixes: a Vulkan layer that makes host
  * timeline-semaphore signals (vkSignalSemaphore) take turns, and absorbs a
- * signal whose value the semaphore has already reached.
+ * signal whose value the semaphore has already reached. It also passes every
+ * shader module through vulkan_float_controls.c, which declares IEEE
+ * infinities, NaNs and signed zeros (its header says why).
  *
  * Why: IREE 3.13's Vulkan queue wakes its completion thread with
  * iree_hal_vulkan_queue_signal_wakeup (runtime/src/iree/hal/drivers/vulkan/
@@ -14,7 +16,8 @@
  * with VK_ERROR_DEVICE_LOST. The wake-up has already happened when the higher
  * value landed, so dropping the late, lower signal keeps IREE's meaning.
  *
- * Only host signals pass through here; queue submissions are untouched.
+ * Only host signals and shader modules pass through here; queue submissions
+ * are untouched.
  * lazy-mlir builds this file with the system C compiler on first use of the
  * IREE Vulkan backend (backends/iree/vulkan_layer.py) and enables it through
  * the loader's VK_ADD_LAYER_PATH / VK_INSTANCE_LAYERS. The layer follows the
@@ -46,6 +49,9 @@ typedef struct {
   PFN_vkSignalSemaphore next_signal;
   PFN_vkSignalSemaphoreKHR next_signal_khr;
   PFN_vkGetSemaphoreCounterValue next_counter;
+  PFN_vkCreateShaderModule next_create_shader;
+  /* Float widths whose IEEE specials the device can keep (vulkan_float_controls.c). */
+  uint32_t ieee_widths;
   /* Host signals of this device take turns: the check and the signal are one step. */
   pthread_mutex_t signal_lock;
 } device_entry_t;
@@ -113,6 +119,55 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_SignalSemaphoreKHR(
   return signal_in_order(device, info, 1);
 }
 
+uint32_t* lazy_mlir_preserve_ieee_floats(const uint32_t* code, size_t words, uint32_t supported,
+                                         size_t* out_words);
+void lazy_mlir_free_spirv(uint32_t* code);
+
+/* Every compute shader declares IEEE infinities, NaNs and signed zeros
+ * (vulkan_float_controls.c says why). */
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateShaderModule(
+    VkDevice device, const VkShaderModuleCreateInfo* info,
+    const VkAllocationCallbacks* allocator, VkShaderModule* module) {
+  device_entry_t* d = lookup_device(device);
+  if (!d || !d->next_create_shader) return VK_ERROR_INITIALIZATION_FAILED;
+  size_t words = 0;
+  uint32_t* code = lazy_mlir_preserve_ieee_floats(info->pCode, info->codeSize / 4,
+                                                  d->ieee_widths, &words);
+  if (!code) return d->next_create_shader(device, info, allocator, module);
+  VkShaderModuleCreateInfo patched = *info;
+  patched.pCode = code;
+  patched.codeSize = words * 4;
+  VkResult result = d->next_create_shader(device, &patched, allocator, module);
+  lazy_mlir_free_spirv(code);
+  return result;
+}
+
+/* The float widths (bit 0: 16, 1: 32, 2: 64) whose signed zeros, infinities and
+ * NaNs `physical_device` can preserve; 0 when it cannot say. */
+static uint32_t ieee_widths(VkPhysicalDevice physical_device) {
+  PFN_vkGetPhysicalDeviceProperties2 props2 = NULL;
+  pthread_mutex_lock(&g_table_lock);
+  for (int i = 0; i < kMaxInstances && !props2; ++i) {
+    if (g_instances[i].instance == VK_NULL_HANDLE) continue;
+    props2 = (PFN_vkGetPhysicalDeviceProperties2)g_instances[i].next_gipa(
+        g_instances[i].instance, "vkGetPhysicalDeviceProperties2");
+    if (!props2) {
+      props2 = (PFN_vkGetPhysicalDeviceProperties2)g_instances[i].next_gipa(
+          g_instances[i].instance, "vkGetPhysicalDeviceProperties2KHR");
+    }
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  if (!props2) return 0;
+  VkPhysicalDeviceFloatControlsProperties controls = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
+  VkPhysicalDeviceProperties2 properties = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &controls};
+  props2(physical_device, &properties);
+  return (controls.shaderSignedZeroInfNanPreserveFloat16 ? 1u : 0u) |
+         (controls.shaderSignedZeroInfNanPreserveFloat32 ? 2u : 0u) |
+         (controls.shaderSignedZeroInfNanPreserveFloat64 ? 4u : 0u);
+}
+
 static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(
     VkDevice device, const VkAllocationCallbacks* allocator) {
   pthread_mutex_lock(&g_table_lock);
@@ -146,6 +201,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(
   if (result != VK_SUCCESS) return result;
 
   VkDevice device = *out_device;
+  uint32_t widths = ieee_widths(physical_device);
   pthread_mutex_lock(&g_table_lock);
   device_entry_t* d = find_device(VK_NULL_HANDLE);
   if (d) {
@@ -160,6 +216,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(
       d->next_counter = (PFN_vkGetSemaphoreCounterValue)gdpa(
           device, "vkGetSemaphoreCounterValueKHR");
     }
+    d->next_create_shader = (PFN_vkCreateShaderModule)gdpa(device, "vkCreateShaderModule");
+    d->ieee_widths = widths;
     pthread_mutex_init(&d->signal_lock, NULL);
   }
   pthread_mutex_unlock(&g_table_lock);
@@ -228,6 +286,9 @@ lazy_mlir_GetDeviceProcAddr(VkDevice device, const char* name) {
   if (!strcmp(name, "vkSignalSemaphoreKHR")) {
     return d && d->next_signal_khr ? (PFN_vkVoidFunction)layer_SignalSemaphoreKHR : NULL;
   }
+  if (!strcmp(name, "vkCreateShaderModule")) {
+    return d && d->next_create_shader ? (PFN_vkVoidFunction)layer_CreateShaderModule : NULL;
+  }
   return d ? d->next_gdpa(device, name) : NULL;
 }
 
@@ -241,6 +302,7 @@ lazy_mlir_GetInstanceProcAddr(VkInstance instance, const char* name) {
   if (!strcmp(name, "vkDestroyDevice")) return (PFN_vkVoidFunction)layer_DestroyDevice;
   if (!strcmp(name, "vkSignalSemaphore")) return (PFN_vkVoidFunction)layer_SignalSemaphore;
   if (!strcmp(name, "vkSignalSemaphoreKHR")) return (PFN_vkVoidFunction)layer_SignalSemaphoreKHR;
+  if (!strcmp(name, "vkCreateShaderModule")) return (PFN_vkVoidFunction)layer_CreateShaderModule;
   if (instance == VK_NULL_HANDLE) return NULL;
   pthread_mutex_lock(&g_table_lock);
   instance_entry_t* entry = find_instance(instance);
