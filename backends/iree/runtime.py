@@ -38,7 +38,7 @@ _parsed: set[str] = set()
 
 def prepare_driver(driver: str) -> None:
     """What must be in place before a driver's first instance: runtime flags,
-    and for Vulkan lazy-mlir's signal-ordering layer (``vulkan_layer``)."""
+    and for Vulkan lazy-mlir's layer (``vulkan_layer``: signal order, IEEE floats)."""
     if driver == "vulkan":
         vulkan_layer.enable()
     _parse_runtime_flags(driver)
