@@ -352,6 +352,13 @@ def _avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor, kernel_size
     return out.reshape(*lead, height, width)
 
 
+def _int_to_float_dtype(*args: Any) -> torch.dtype:
+    """The result dtype of an op that promotes integers to the default float (``xlogy``)."""
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+    return elementwise_dtypes(*args, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT)[1]
+
+
 def _xlogy(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a * log(b)``, 0 where ``a`` is 0, NaN where ``b`` is NaN.
 
@@ -360,9 +367,7 @@ def _xlogy(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     (every graph with ``xlogy`` or ``kl_div``'s backward failed to compile);
     ``masked_fill`` with a NaN scalar lowers.
     """
-    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-
-    dtype = elementwise_dtypes(a, b, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT)[1]
+    dtype = _int_to_float_dtype(a, b)
     a, b = a.to(dtype), b.to(dtype)
     product = a * torch.log(b)
     rhs = torch.where(a == 0, torch.zeros_like(product), product)
@@ -380,17 +385,13 @@ def _as_number_operand(x: Any, like: torch.Tensor) -> tuple[Any, Any]:
 
 def _xlogy_scalar_other(a: torch.Tensor, b: Any) -> torch.Tensor:
     kind, b = _as_number_operand(b, a)
-    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-
-    dtype = elementwise_dtypes(a, kind, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT)[1]
+    dtype = _int_to_float_dtype(a, kind)
     return _xlogy(a.to(dtype), b.to(dtype))
 
 
 def _xlogy_scalar_self(a: Any, b: torch.Tensor) -> torch.Tensor:
     kind, a = _as_number_operand(a, b)
-    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
-
-    dtype = elementwise_dtypes(kind, b, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT)[1]
+    dtype = _int_to_float_dtype(kind, b)
     return _xlogy(a.to(dtype), b.to(dtype))
 
 

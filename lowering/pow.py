@@ -135,8 +135,8 @@ def _integer_tensor_power(base: torch.Tensor, exponent: torch.Tensor) -> torch.T
     gives 1 for a base of 1, +-1 for -1 (by parity) and 0 otherwise, the
     kernel's rule for integers. The exponent's bits are read in its own
     dtype: widening it first (``int32 -> int64``) met an IREE Vulkan
-    miscompile (``extsi`` then ``< 0``, see
-    test_iree_backend.py::test_iree_vulkan_sign_extension_canary).
+    miscompile (``extsi`` then ``< 0``, see test_iree_correctness.py::
+    test_iree_vulkan_compares_a_sign_extended_integer_like_eager).
     """
     if exponent.dtype == torch.bool:
         exponent = exponent.to(torch.uint8)
