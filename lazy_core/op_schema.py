@@ -76,6 +76,9 @@ _BOOL_REFUSED = {
     "argmax", "argmin", "topk", "kthvalue", "abs", "floor", "round", "trunc", "remainder", "fmod",
     "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "lerp", "addcmul",
     "addcdiv", "relu", "sub", "rsub", "subtract",
+    # ``mask ** mask`` raises on the CPU; ``mask ** True`` is a bool there and
+    # int64 on meta (the check's dtype wins: lazy_core.tensor._with_cpu_dtypes).
+    "pow",
 }
 
 # Ops whose CPU kernel refuses integer or bool operands (most compute in
@@ -100,6 +103,14 @@ _NON_FLOAT_CHECKED = {
 # kernels check neither (fuzz seed 8100: ``torch.add(a, b, alpha=False)``).
 # An alpha that is not a plain int runs the CPU check.
 _ALPHA_CHECKED = {"add", "sub", "rsub", "subtract", "addmm", "addmv", "addr", "baddbmm", "addbmm"}
+
+# Ops whose meta kernel accepts a ``dim`` out of range that the CPU kernel
+# refuses with IndexError (found by calling every ATen op that takes a
+# ``dim`` with 5, -3 on a matrix and 1, -2 on a 0-d tensor, on "meta" and on
+# the CPU). ``torch.softmax(v, -2)`` of a vector was traced, and compiling
+# it hung torch-mlir's DecomposeComplexOps (fuzz seed 21). A ``dim`` outside
+# ``[-max(rank, 1), max(rank, 1) - 1]`` of the first operand runs the CPU check.
+_DIM_CHECKED = {"_softmax", "sort", "cummax", "cummin", "index_select", "select_scatter", "slice_scatter"}
 
 
 @dataclass(slots=True)
@@ -135,6 +146,8 @@ class OpPlan:
     non_float_checked: bool = False
     # Positional index of an ``alpha`` the CPU kernel checks (_ALPHA_CHECKED), or -1.
     alpha_index: int = -1
+    # Positional index of a ``dim`` the meta kernel does not check (_DIM_CHECKED), or -1.
+    dim_index: int = -1
 
 
 # Keyed by id(op): OpOverload.__hash__ is a Python function, and this lookup
@@ -192,8 +205,10 @@ def _make_plan(op: Any) -> OpPlan:
     p.non_float_checked = stripped in _NON_FLOAT_CHECKED
     if stripped in _ALPHA_CHECKED and "alpha" in p.arg_index:
         p.alpha_index = p.arg_index["alpha"]
+    if stripped in _DIM_CHECKED and "dim" in p.arg_index:
+        p.dim_index = p.arg_index["dim"]
     p.cpu_dtype_check = (base_name in _CPU_DTYPE_CHECKED or p.integral_only or p.bool_refused
-                         or p.non_float_checked or p.alpha_index >= 0)
+                         or p.non_float_checked or p.alpha_index >= 0 or p.dim_index >= 0)
     return p
 
 

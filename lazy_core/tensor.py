@@ -350,19 +350,23 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
     mkwargs = {k: _meta_arg(v) for k, v in kwargs.items()}
     if p.has_device_arg:
         mkwargs["device"] = torch.device("meta")
-    if p.cpu_dtype_check:
-        _cpu_dtype_check(op, p, margs, mkwargs)
+    checked = _cpu_dtype_check(op, p, margs, mkwargs) if p.cpu_dtype_check else None
     with metrics.timed("shape_inference"):
         try:
             result = op(*margs, **mkwargs)
-        except (NotImplementedError, RuntimeError, TypeError, ValueError) as e:
+        except (NotImplementedError, RuntimeError, TypeError, ValueError, IndexError) as e:
+            # IndexError too: a meta kernel's dim check is eager's ("Dimension out of
+            # range"), not a reason to run the op eagerly.
             msg = str(e)
             if "meta" in msg.lower() or "data-dependent" in msg or "DynamicOutputShape" in type(e).__name__ \
                     or isinstance(e, NotImplementedError):
                 raise _Untraceable(f"no meta kernel: {msg.splitlines()[0] if msg else type(e).__name__}") from e
+            _raise_cpu_error(op, margs, mkwargs, e)
             raise
         except Exception as e:  # DataDependentOutputException and friends
             raise _Untraceable(f"{type(e).__name__}: {e}") from e
+    if checked is not None:
+        result = _with_cpu_dtypes(result, checked)
     metas: list[TensorMeta | None] = []
     template = _template(result, metas)
     # The metas follow from the key, so the key alone names the signature.
@@ -388,20 +392,88 @@ def _negative_integer_power(op: Any, margs: tuple) -> bool:
     return False
 
 
-def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> None:
+def _dim_out_of_range(p: OpPlan, margs: tuple, mkwargs: dict) -> bool:
+    """Whether a ``dim`` the meta kernel does not check lies outside its first operand's dims."""
+    if p.dim_index < 0 or not margs or not isinstance(margs[0], torch.Tensor):
+        return False
+    dim = mkwargs.get("dim", margs[p.dim_index] if p.dim_index < len(margs) else None)
+    if type(dim) is not int:
+        return False  # a default (None) or a type the meta kernel already refused
+    n = max(margs[0].dim(), 1)  # a 0-d tensor takes dim 0 and -1, as in c10::maybe_wrap_dim
+    return not -n <= dim < n
+
+
+#: Stand-ins larger than this (elements, all operands) are not made for an error's class.
+_CPU_ERROR_ELEMENTS = 1 << 22
+
+
+def _raise_cpu_error(op: Any, margs: tuple, mkwargs: dict, meta_error: Exception) -> None:
+    """Raise the CPU kernel's error when the meta kernel raised one of another class.
+
+    A meta kernel written in Python may fail in its own way: ``int_t.masked_fill(m, nan)``
+    raised ValueError ("cannot convert float NaN to integer") from ``_refs``, where eager
+    raises RuntimeError ("value cannot be converted to type int64_t without overflow"),
+    so ``except RuntimeError`` around the call stopped working on lazy (fuzz seed 21).
+    The op runs on stand-ins (ones; zeros for indices) of the operands' shapes; an
+    error of the same class as the meta kernel's, or none, leaves the meta error.
+    """
+    schema_args = op._schema.arguments
+    total = 0
+
+    def cpu(x: Any, name: str | None) -> Any:
+        nonlocal total
+        if isinstance(x, torch.Tensor):
+            total += x.numel()
+            fill = torch.zeros if name in _INDEX_ARGS else torch.ones
+            return fill(x.shape, dtype=x.dtype)
+        if isinstance(x, list | tuple):
+            return type(x)(cpu(v, name) for v in x)
+        return x
+
+    args = [cpu(a, schema_args[i].name if i < len(schema_args) else None) for i, a in enumerate(margs)]
+    kwargs = {k: cpu(v, k) for k, v in mkwargs.items()}
+    if total > _CPU_ERROR_ELEMENTS:
+        return
+    try:
+        op(*args, **kwargs)
+    except Exception as cpu_error:  # noqa: BLE001 - whichever the kernel raises is eager's
+        if type(cpu_error) is not type(meta_error):
+            raise cpu_error from None
+
+
+def _with_cpu_dtypes(meta: Any, cpu: Any) -> Any:
+    """``meta`` with the dtypes of the CPU kernel's result where they differ.
+
+    The CPU kernel is the reference: the meta kernel of ``pow`` promotes a bool
+    base with a bool exponent to int64 (``_refs.pow``'s BOOL_TO_LONG rule),
+    while eager's ``mask ** True`` is a bool, so indexing with it selected
+    rows by position (fuzz seed 21).
+    """
+    if isinstance(meta, torch.Tensor) and isinstance(cpu, torch.Tensor):
+        if meta.dtype == cpu.dtype:
+            return meta
+        return torch.empty_strided(meta.shape, meta.stride(), dtype=cpu.dtype, device="meta")
+    if isinstance(meta, list | tuple) and isinstance(cpu, list | tuple) and len(meta) == len(cpu):
+        return type(meta)(_with_cpu_dtypes(m, c) for m, c in zip(meta, cpu))
+    return meta
+
+
+def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> Any:
     """Raise the CPU kernel's own error for an op whose meta kernel skips its
     dtype checks (``op_schema._CPU_DTYPE_CHECKED``), when its tensor operands
     have mixed dtypes (index operands aside: they are integers by design), for
     an integer-only op (``op_schema._INTEGRAL_ONLY``) given a float, for an op
     whose kernel refuses bools (``op_schema._BOOL_REFUSED``) given one (a
     Python bool too), for one that may refuse non-floating operands
-    (``_NON_FLOAT_CHECKED``) given one, or for an ``alpha`` that is not an int.
+    (``_NON_FLOAT_CHECKED``) given one, for an ``alpha`` that is not an int,
+    or for a ``dim`` out of range that the meta kernel lets pass (``_DIM_CHECKED``).
 
     The op runs once on ones of the operands' shapes and dtypes (zeros for a
     mix or an integer-only op); a kernel that rejects the dtypes raises before
     computing, and one that accepts them costs one small computation per new signature (the shape cache
     remembers signatures that passed; one that raised is not remembered, so
-    every call raises).
+    every call raises). Returns the CPU result (None when no check ran), whose
+    dtypes win over the meta kernel's.
     """
     schema_args = op._schema.arguments
     dtypes = set()
@@ -421,8 +493,8 @@ def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> None:
     alpha = mkwargs.get("alpha", margs[p.alpha_index] if 0 <= p.alpha_index < len(margs) else 1)
     odd_alpha = p.alpha_index >= 0 and type(alpha) is not int
     if (len(dtypes) < 2 and not (refused_float or refused_bool or refused_non_float or odd_alpha)
-            and not _negative_integer_power(op, margs)):
-        return
+            and not _negative_integer_power(op, margs) and not _dim_out_of_range(p, margs, mkwargs)):
+        return None
 
     # Ones for a bool refusal: zeros would make ``mask % int_tensor`` divide by zero.
     fill = torch.ones if refused_bool or refused_non_float else torch.zeros
@@ -434,7 +506,7 @@ def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> None:
             return type(x)(cpu(v) for v in x)
         return x
 
-    op(*cpu(margs), **{k: cpu(v) for k, v in mkwargs.items()})
+    return op(*cpu(margs), **{k: cpu(v) for k, v in mkwargs.items()})
 
 
 def _normalize_device_kwargs(p: OpPlan, kwargs: dict) -> dict:

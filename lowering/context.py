@@ -28,7 +28,7 @@ from lazy_core import metrics
 from lazy_core.graph import LazyGraph
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
-from . import bf16
+from . import bf16, half_accumulation
 from .comparisons import SCALAR_COMPARISONS, rewrite_number_comparisons
 from .computation import ArgInfo, Computation, ResultInfo
 from .decompositions import DECOMPOSED_OPS, TENSOR_FORMS, canonical_args
@@ -228,7 +228,32 @@ class LoweringContext:
                 for m in metas]
 
     def _call(self, node: Node, trace: str | None) -> list[Any]:
-        """``node`` as one FX call; one FX value (or None) per result."""
+        """``node`` as one FX call; one FX value (or None) per result.
+
+        A reduction of float16/bfloat16 operands runs on float32 copies and
+        its results are rounded back, as PyTorch accumulates them
+        (``lowering.half_accumulation``).
+        """
+        low = half_accumulation.low_precision(node, bool(self.emulate_bf16))
+        values = self._call_op(node, trace, low)
+        if not low:
+            return values
+        return [self._cast(v, m._replace(dtype=torch.float32), m.dtype) if v is not None and m is not None and m.dtype in low else v
+                for v, m in zip(values, node.metas)]
+
+    def _widened(self, node: Node, low: frozenset[torch.dtype], args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """``args``/``kwargs`` with each operand (and a ``dtype``) in ``low`` made float32."""
+        def conv(lazy_arg: Any, x: Any) -> Any:
+            if half_accumulation.is_tensor_operand(lazy_arg) and lazy_arg.meta.dtype in low:
+                return self._cast(x, lazy_arg.meta, torch.float32)
+            return x
+
+        args = tuple(conv(a, x) for a, x in zip(node.args, args)) + args[len(node.args):]
+        kwargs = {k: torch.float32 if k == "dtype" and v in low else conv(node.kwargs.get(k), v)
+                  for k, v in kwargs.items()}
+        return args, kwargs
+
+    def _call_op(self, node: Node, trace: str | None, low: frozenset[torch.dtype]) -> list[Any]:
         g = self._fx
         call_args = canonical_args(node, self._map(node.args))
         call_kwargs = {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)}
@@ -237,6 +262,9 @@ class LoweringContext:
         if self.emulate_bf16 and node.metas and node.metas[0] is not None and node.metas[0].dtype == torch.bfloat16:
             call_args, call_kwargs = self._round_bf16_operands(node, call_args, call_kwargs, trace)
         metas = [bf16.emulated(m) if self.emulate_bf16 and m is not None else m for m in node.metas]
+        if low:
+            call_args, call_kwargs = self._widened(node, low, call_args, call_kwargs)
+            metas = [m._replace(dtype=torch.float32) if m is not None and m.dtype in low else m for m in metas]
         target = node.op
         if target in TENSOR_FORMS:  # no torch-dialect definition: its Tensor form
             target = TENSOR_FORMS[target]

@@ -17,6 +17,7 @@ backend that lowers nothing would pass every test that compares values.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import traceback
@@ -145,6 +146,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 _CALL_FAILED = pytest.StashKey[bool]()
+
+
+def _timeout_of(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return float(marker.args[0])
+    return float(item.config.getoption("timeout", None) or 0)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A backstop for pytest-timeout: a hang inside a compiler holds the GIL.
+
+    torch-mlir's pass manager and IREE's compiler do not release it, so
+    pytest-timeout's SIGALRM handler (Python code) never runs, and a hung
+    compile (fuzz seed 21: a softmax over a dim out of range looped in
+    DecomposeComplexOps) held CI until its own limit. faulthandler's watchdog
+    is a C thread: past the test's timeout (plus a grace period for
+    pytest-timeout to act first) it writes every thread's stack and ends the
+    process, which pytest-xdist reports as this test's crash and replaces.
+    """
+    limit = _timeout_of(item)
+    if limit > 0:
+        faulthandler.dump_traceback_later(limit * 1.1 + 30, exit=True)
+    try:
+        yield
+    finally:
+        if limit > 0:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def finish_test(request: pytest.FixtureRequest) -> None:

@@ -439,3 +439,95 @@ def test_softmax_of_a_zero_dim_tensor_compiles(backend, fn):
         torch.testing.assert_close(got.cpu(), want.detach(), equal_nan=True)
         torch.testing.assert_close(lx.grad.cpu(), x.grad, equal_nan=True)
         torch.testing.assert_close(f(lx.detach() * 2, 0).cpu(), f(x.detach() * 2, 0), equal_nan=True)
+
+
+_DIM_OUT_OF_RANGE = {
+    "softmax": lambda x: torch.softmax(x, -2, dtype=torch.float64),
+    "log_softmax": lambda x: torch.log_softmax(x.double(), 1),
+    "sort": lambda x: torch.sort(x, 5).values,
+    "sort_0d": lambda x: torch.sort(x[0], 1).values,
+    "index_select_0d": lambda x: torch.index_select(x[0], 1, torch.tensor([0], device=x.device)),
+    "select_scatter": lambda x: torch.select_scatter(x, x[0], 3, 0),
+    "slice_scatter": lambda x: torch.slice_scatter(x, x, 2),
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("op", sorted(_DIM_OUT_OF_RANGE))
+def test_a_dim_out_of_range_raises_index_error_at_the_call(backend, op):
+    """Fuzz seed 21 (iree-cpu): ``torch.softmax(v, -2)`` of a vector was traced, since the meta
+    kernel of ``_softmax`` does not check ``dim``, and compiling it hung torch-mlir's
+    DecomposeComplexOps (the process never returned; the fuzzer's watchdog could not fire
+    either, the pass manager holding the GIL). These ops' meta kernels skip the range check
+    eager makes: a ``dim`` out of range runs the CPU check (op_schema._DIM_CHECKED)."""
+    f = _DIM_OUT_OF_RANGE[op]
+    with pytest.raises(IndexError):
+        f(torch.tensor([1, 2, 3]))
+    with pytest.raises(IndexError):
+        f(torch.tensor([1, 2, 3], device="lazy")).cpu()
+
+
+@pytest.mark.expect_fallback("aten.index.Tensor")  # a mask index has a data-dependent shape
+def test_pow_of_a_mask_by_a_bool_stays_a_mask(backend):
+    """Fuzz seed 21: ``mask ** True`` is a bool tensor in eager and was int64 on lazy (the meta
+    kernel of ``pow`` promotes bool ** bool to int64), so ``x[mask ** True]`` gathered rows 1, 0, 0
+    instead of selecting by the mask (and IREE refused the graph). The CPU check's dtype now wins
+    over the meta kernel's (lazy_core.tensor._with_cpu_dtypes); ``mask ** mask`` raises as eager."""
+    mask = torch.tensor([True, False, False])
+    x = torch.tensor([10.0, 20.0, 30.0])
+    for exponent in (True, False):
+        want = mask ** exponent
+        got = lazy(mask) ** exponent
+        assert got.dtype == want.dtype == torch.bool
+        assert torch.equal(got.cpu(), want)
+        assert torch.equal(lazy(x)[lazy(mask) ** exponent].cpu(), x[want])
+    assert torch.equal((lazy(mask) ** 2).cpu(), mask ** 2)
+    with pytest.raises(NotImplementedError):
+        mask ** mask
+    with pytest.raises(NotImplementedError):
+        (lazy(mask) ** lazy(mask)).cpu()
+
+
+_HALF_REDUCTIONS = {
+    "sum": lambda x: x.sum(-1),
+    "sum_all": lambda x: x.sum(),
+    "mean": lambda x: x.mean(),
+    "cumsum": lambda x: x.cumsum(-1),
+    "cumprod": lambda x: (x / 4 + 1).cumprod(-1),
+    "var": lambda x: x.var(-1),
+    "layer_norm": lambda x: torch.nn.functional.layer_norm(x, (64,)),
+    "addmm": lambda x: torch.addmm(x[:, :4], x, x.t()[:, :4]),
+    "logcumsumexp": lambda x: x.logcumsumexp(-1),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_HALF_REDUCTIONS))
+def test_half_precision_reductions_accumulate_in_float32(backend, op):
+    """Fuzz seed 21: ``cumsum`` of float16 ``[0, -0.61, 1.96, -1.0]`` ended at 0.3496 where eager
+    gives 0.3501. PyTorch accumulates half-precision reductions in float32 and rounds once;
+    torch-mlir accumulated in the element type (cumsum over 64 values: 20 ulps off). These ops
+    run on float32 copies of their half-precision operands (lowering/half_accumulation.py);
+    within one ulp of eager. (bfloat16 is computed in float32 already: lowering/bf16.py.)"""
+    dtype = torch.float16
+    torch.manual_seed(0)
+    x = torch.randn(4, 64).to(dtype)
+    f = _HALF_REDUCTIONS[op]
+    want, got = f(x), f(lazy(x)).cpu()
+    assert got.dtype == want.dtype
+    ulp = torch.finfo(dtype).eps
+    torch.testing.assert_close(got, want, rtol=ulp, atol=1e-4)
+    short = torch.tensor([0.0, -0.61, 1.96, -1.0], dtype=dtype)
+    torch.testing.assert_close(lazy(short).cumsum(0).cpu(), short.cumsum(0), rtol=0, atol=0)
+
+
+def test_an_error_of_the_meta_kernel_has_eagers_class(backend):
+    """Fuzz seed 21: ``int_t.masked_fill(mask, nan)`` raised ValueError from the meta kernel
+    (``_refs``: "cannot convert float NaN to integer") where eager raises RuntimeError, so an
+    ``except RuntimeError`` around it did not catch it on lazy. When the meta kernel raises,
+    the CPU kernel on stand-ins gives the error's class (lazy_core.tensor._raise_cpu_error)."""
+    t = torch.tensor([1, 3])
+    with pytest.raises(RuntimeError, match="overflow") as want:
+        t.masked_fill(t > 2, float("nan"))
+    with pytest.raises(RuntimeError) as got:
+        lazy(t).masked_fill(lazy(t) > 2, float("nan")).cpu()
+    assert str(got.value) == str(want.value)

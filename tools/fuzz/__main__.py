@@ -100,14 +100,14 @@ def main(argv: list[str] | None = None) -> int:
 def _child(argv: list[str], backend: str, seed: int, last: str, repro_dir: str) -> int:
     """Run one backend and seed in a child process; shrink the case if the child dies. Failures."""
     from .crash import died, shrink_crash
-    from .driver import HANG_STATUS
+    from .driver import HANG_SIGNAL
 
     cmd = [sys.executable, "-m", "lazy_mlir.tools.fuzz", *argv, "--backends", backend, "--seeds", f"{seed},",
            "--in-process"]
     status = subprocess.run(cmd).returncode
     if status == 0:
         return 0
-    if status == HANG_STATUS:
+    if status == -HANG_SIGNAL:
         print(f"[fuzz] {backend} seed {seed}: a group HUNG; its case is {last} "
               "(replay: python -m tools.fuzz.crash --replay CASE)", flush=True)
         return 1
