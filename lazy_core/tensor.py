@@ -361,8 +361,9 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
             if "meta" in msg.lower() or "data-dependent" in msg or "DynamicOutputShape" in type(e).__name__ \
                     or isinstance(e, NotImplementedError):
                 raise _Untraceable(f"no meta kernel: {msg.splitlines()[0] if msg else type(e).__name__}") from e
-            _raise_cpu_error(op, margs, mkwargs, e)
-            raise
+            result = _cpu_verdict(op, margs, mkwargs, e)
+            if result is None:
+                raise
         except Exception as e:  # DataDependentOutputException and friends
             raise _Untraceable(f"{type(e).__name__}: {e}") from e
     if checked is not None:
@@ -407,15 +408,18 @@ def _dim_out_of_range(p: OpPlan, margs: tuple, mkwargs: dict) -> bool:
 _CPU_ERROR_ELEMENTS = 1 << 22
 
 
-def _raise_cpu_error(op: Any, margs: tuple, mkwargs: dict, meta_error: Exception) -> None:
-    """Raise the CPU kernel's error when the meta kernel raised one of another class.
+def _cpu_verdict(op: Any, margs: tuple, mkwargs: dict, meta_error: Exception) -> Any:
+    """The CPU kernel's say when the meta kernel raised ``meta_error``.
 
     A meta kernel written in Python may fail in its own way: ``int_t.masked_fill(m, nan)``
     raised ValueError ("cannot convert float NaN to integer") from ``_refs``, where eager
     raises RuntimeError ("value cannot be converted to type int64_t without overflow"),
-    so ``except RuntimeError`` around the call stopped working on lazy (fuzz seed 21).
-    The op runs on stand-ins (ones; zeros for indices) of the operands' shapes; an
-    error of the same class as the meta kernel's, or none, leaves the meta error.
+    so ``except RuntimeError`` around the call stopped working on lazy (fuzz seed 21);
+    ``log_softmax`` of an empty bool tensor raised where eager returns an empty tensor.
+    The op runs on stand-ins (ones; zeros for indices) of the operands' shapes: an error
+    of another class is raised in place of the meta kernel's; success returns the
+    result's types (as meta tensors) for the tracer; None keeps the meta error (the
+    same class, or operands too large to stand in for).
     """
     schema_args = op._schema.arguments
     total = 0
@@ -433,12 +437,22 @@ def _raise_cpu_error(op: Any, margs: tuple, mkwargs: dict, meta_error: Exception
     args = [cpu(a, schema_args[i].name if i < len(schema_args) else None) for i, a in enumerate(margs)]
     kwargs = {k: cpu(v, k) for k, v in mkwargs.items()}
     if total > _CPU_ERROR_ELEMENTS:
-        return
+        return None
     try:
-        op(*args, **kwargs)
+        result = op(*args, **kwargs)
     except Exception as cpu_error:  # noqa: BLE001 - whichever the kernel raises is eager's
         if type(cpu_error) is not type(meta_error):
             raise cpu_error from None
+        return None
+    return _as_meta(result)
+
+
+def _as_meta(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    if isinstance(x, list | tuple):
+        return type(x)(_as_meta(v) for v in x)
+    return x
 
 
 def _with_cpu_dtypes(meta: Any, cpu: Any) -> Any:

@@ -183,6 +183,10 @@ DECOMPOSED_OPS = (
     # the comparison table stays small).
     aten.isin.Tensor_Tensor,
     aten.isin.Tensor_Scalar,
+    # ``signbit`` of a bool (or uint8) is always False; IREE folded
+    # ``signbit(ones(4, dtype=bool))`` to True (the i1 constant read as signed
+    # -1; fuzz seed 22). _ONLY_WHEN: an unsigned input.
+    aten.signbit.default,
 )
 
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
@@ -393,6 +397,15 @@ def _xlogy_scalar_self(a: Any, b: torch.Tensor) -> torch.Tensor:
     kind, a = _as_number_operand(a, b)
     dtype = _int_to_float_dtype(kind, b)
     return _xlogy(a.to(dtype), b.to(dtype))
+
+
+def _unsigned_input(node: Node) -> bool:
+    x = node.args[0]
+    return isinstance(x, Output) and x.meta is not None and x.meta.dtype in (torch.bool, torch.uint8)
+
+
+def _no_sign_bit(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(x, dtype=torch.bool)
 
 
 def _zero_dim_input(node: Node) -> bool:
@@ -685,6 +698,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.reciprocal.default] = _reciprocal
     table[aten.isin.Tensor_Tensor] = table[aten.isin.Tensor_Scalar] = _isin
     table[aten.diagonal_scatter.default] = _diagonal_scatter
+    table[aten.signbit.default] = _no_sign_bit
     table[aten.add.Tensor] = _bool_add
     table[aten.add.Scalar] = _bool_add
     table[aten.__lshift__.Tensor] = table[aten.bitwise_left_shift.Tensor] = _shift_left
@@ -718,6 +732,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._log_softmax.default: _zero_dim_input,
     aten._softmax_backward_data.default: _zero_dim_input,
     aten._log_softmax_backward_data.default: _zero_dim_input,
+    aten.signbit.default: _unsigned_input,
 }
 
 

@@ -86,7 +86,9 @@ def trace_lazy(program: Program, cpu: Trace) -> tuple[Trace, str | None]:
 
 def _tolerance(dtype: torch.dtype) -> tuple[float, float]:
     if dtype == torch.float64:
-        return 1e-7, 1e-7
+        # Not tighter: a float32 value read with ``.item()`` carries its summation order's
+        # few ulps (~1e-7 each) into float64 arithmetic (fuzz seed 22 program 64).
+        return 1e-6, 1e-7
     if dtype in (torch.float16, torch.bfloat16):
         return 2e-3, 2e-3
     return 1e-4, 1e-5

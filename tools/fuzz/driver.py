@@ -32,7 +32,7 @@ import lazy_core
 
 from . import ops, values
 from .check import compare_env, run_cpu, trace_lazy
-from .program import Generator, Line, Program
+from .program import Generator, Line, Program, has_undefined_tie
 
 
 @dataclass
@@ -135,6 +135,8 @@ def twin(program: Program, rng: random.Random, categories: set[str] | None = Non
     if not changed:
         return None
     result = Program(lines, program.label + "'")
+    if has_undefined_tie(result):
+        return None  # a swapped constant made a maximum eager leaves undefined
     if categories is not None and "errors" not in categories:
         before = run_cpu(program).errors
         after = run_cpu(result).errors

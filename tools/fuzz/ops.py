@@ -28,7 +28,7 @@ from collections.abc import Callable
 import torch
 
 from . import values
-from .program import Generator, Line
+from .program import Generator, Line, opposite_zeros
 
 Template = Callable[[Generator], Line | None]
 
@@ -254,10 +254,15 @@ def _nan_operand(g: Generator, pred=None) -> str | None:
     return g.var(pred)
 
 
-def _nan_line(g: Generator, template: str, consts: tuple, touched: tuple[str, ...], *operands: str) -> Line:
+def _nan_line(g: Generator, template: str, consts: tuple, touched: tuple[str, ...], *operands: str,
+              ties: bool = False) -> Line | None:
+    """``ties``: a maximum/minimum or a max/min reduction, undefined where opposite zeros
+    meet (Line.tie_operands); such a line is not generated then."""
     nan = any(_has_nan(g.t(o)) for o in operands) or any(
         isinstance(c, float) and c != c for c in consts)
-    return Line(template, consts, touched, "nan" if nan else "minmax")
+    if ties and opposite_zeros(*(g.t(o) for o in operands)):
+        return None
+    return Line(template, consts, touched, "nan" if nan else "minmax", operands if ties else ())
 
 
 @op("minmax")
@@ -278,7 +283,7 @@ def clamp(g: Generator) -> Line | None:
     b = _nan_operand(g, _broadcasts(g.t(a)))
     if b is None:
         return None
-    return _nan_line(g, f"{out} = torch.clamp({a}, min={b})", (), (out,), a, b)
+    return _nan_line(g, f"{out} = torch.clamp({a}, min={b})", (), (out,), a, b, ties=True)
 
 
 @op("minmax")
@@ -290,7 +295,7 @@ def maximum(g: Generator) -> Line | None:
     if b is None:
         return None
     out, fn = g.fresh(), g.rng.choice(["maximum", "minimum", "fmax", "fmin"])
-    return _nan_line(g, f"{out} = torch.{fn}({a}, {b})", (), (out,), a, b)
+    return _nan_line(g, f"{out} = torch.{fn}({a}, {b})", (), (out,), a, b, ties=True)
 
 
 @op("minmax")
@@ -302,17 +307,17 @@ def max_reduce(g: Generator) -> Line | None:
     r = g.rng.random()
     if r < 0.25:
         fn = g.rng.choice(["max", "min", "argmax", "argmin", "amax", "amin"])
-        return _nan_line(g, f"{out} = {a}.{fn}()", (), (out,), a)
+        return _nan_line(g, f"{out} = {a}.{fn}()", (), (out,), a, ties=True)
     if r < 0.55:
         fn = g.rng.choice(["argmax", "argmin", "amax", "amin"])
-        return _nan_line(g, f"{out} = torch.{fn}({a}, {{0}})", (g.dim(t),), (out,), a)
+        return _nan_line(g, f"{out} = torch.{fn}({a}, {{0}})", (g.dim(t),), (out,), a, ties=True)
     if r < 0.75:
         fn = g.rng.choice(["max", "min"])
         idx = g.fresh()
         return _nan_line(g, f"{out}, {idx} = torch.{fn}({a}, {{0}}, keepdim={{1}})",
-                         (g.dim(t), g.rng.random() < 0.5), (out, idx), a)
+                         (g.dim(t), g.rng.random() < 0.5), (out, idx), a, ties=True)
     fn = g.rng.choice(["cummax", "cummin"])
-    return _nan_line(g, f"{out} = torch.{fn}({a}, {{0}}).values", (g.dim(t),), (out,), a)
+    return _nan_line(g, f"{out} = torch.{fn}({a}, {{0}}).values", (g.dim(t),), (out,), a, ties=True)
 
 
 @op("minmax")
@@ -329,7 +334,7 @@ def sort_topk(g: Generator) -> Line | None:
     k = g.rng.choice([1, 2])
     # topk's indices among ties are unspecified: compare the values only.
     return _nan_line(g, f"{out} = torch.topk({a}, {{0}}, {{1}}, largest={{2}}).values",
-                     (k, g.dim(t), g.rng.random() < 0.7), (out,), a)
+                     (k, g.dim(t), g.rng.random() < 0.7), (out,), a, ties=True)
 
 
 # -- indexing ---------------------------------------------------------------------------------
@@ -612,7 +617,9 @@ def read_item(g: Generator) -> Line | None:
         return None
     b, out = g.var(), g.fresh()
     fn = g.rng.choice(["sum", "max", "min"])
-    return Line(f"{out} = {b} * {a}.{fn}().item()", (), (out,), "read")
+    if fn != "sum" and opposite_zeros(g.t(a)):
+        return None
+    return Line(f"{out} = {b} * {a}.{fn}().item()", (), (out,), "read", (a,) if fn != "sum" else ())
 
 
 CATEGORIES = sorted({c for c, _ in _registry} | {"nan", "inplace_cast", "special", "data_error", "errors",

@@ -32,6 +32,9 @@ class Line:
     consts: tuple[Any, ...] = ()
     touched: tuple[str, ...] = ()
     category: str = "input"
+    #: Operands of a maximum/minimum (or the input of a max/min reduction) whose result
+    #: eager leaves undefined when 0.0 and -0.0 meet (see ``opposite_zeros``).
+    tie_operands: tuple[str, ...] = ()
 
     def source(self) -> str:
         return self.template.format(*[values.render(c) for c in self.consts])
@@ -40,7 +43,7 @@ class Line:
         return set(_VAR.findall(self.template))
 
     def with_consts(self, consts: tuple[Any, ...]) -> Line:
-        return Line(self.template, consts, self.touched, self.category)
+        return Line(self.template, consts, self.touched, self.category, self.tie_operands)
 
 
 @dataclass
@@ -53,6 +56,42 @@ class Program:
 
     def categories(self) -> set[str]:
         return {ln.category for ln in self.lines}
+
+
+def opposite_zeros(*tensors: Any) -> bool:
+    """Whether 0.0 and -0.0 meet: at one position of two tensors (after broadcasting),
+    or anywhere in one tensor (a reduction may pick either).
+
+    Eager's maximum/minimum of such a pair is not defined: its vectorized loop
+    returns one operand and its scalar tail the other (``torch.maximum(zeros(24),
+    full((24,), -0.0))``: 16 times -0.0, then 0.0), and a max/min reduction over
+    both zeros returns whichever its loop met first, so no backend can match it.
+    """
+    if not all(isinstance(t, torch.Tensor) and not t.is_complex() for t in tensors):
+        return False
+    if len(tensors) == 1:
+        x = tensors[0].double()
+        zeros = x[x == 0]
+        return bool(zeros.signbit().any() and not zeros.signbit().all())
+    try:
+        x, y = torch.broadcast_tensors(*(t.double() for t in tensors))
+    except RuntimeError:
+        return False
+    return bool(((x == 0) & (y == 0) & (x.signbit() != y.signbit())).any())
+
+
+def has_undefined_tie(program: Program) -> bool:
+    """Whether a maximum/minimum or max/min reduction in ``program`` meets opposite zeros
+    when run on the CPU."""
+    env: dict[str, Any] = {"DEV": "cpu"}
+    for line in program.lines:
+        if line.tie_operands and opposite_zeros(*(env.get(n) for n in line.tie_operands)):
+            return True
+        try:
+            run_line(line.source(), env)
+        except Exception:
+            pass  # the program's own error: compared elsewhere
+    return False
 
 
 #: Namespace every line runs in (besides the variables).
