@@ -14,6 +14,7 @@ node's source location.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -187,6 +188,14 @@ DECOMPOSED_OPS = (
     # ``signbit(ones(4, dtype=bool))`` to True (the i1 constant read as signed
     # -1; fuzz seed 22). _ONLY_WHEN: an unsigned input.
     aten.signbit.default,
+    # IREE folds ``sign``/``sgn`` of a constant splat to -1 (``torch.ones(3).sign()``
+    # gave -1; fuzz seed 21): decomposed to comparisons (_ONLY_WHEN: not bool).
+    aten.sign.default,
+    aten.sgn.default,
+    # IREE's atan2 gives NaN for atan2(+-0, +-0) and atan2(+-inf, inf) and
+    # drops the sign of y for a -0.0 y or an infinite x (fuzz seed 21):
+    # computed on magnitudes, then the quadrant and sign by C99's rules.
+    aten.atan2.default,
 )
 
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
@@ -406,6 +415,33 @@ def _unsigned_input(node: Node) -> bool:
 
 def _no_sign_bit(x: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(x, dtype=torch.bool)
+
+
+def _not_bool_input(node: Node) -> bool:
+    x = node.args[0]
+    return isinstance(x, Output) and x.meta is not None and x.meta.dtype != torch.bool
+
+
+def _sign(x: torch.Tensor) -> torch.Tensor:
+    """-1, 0 or 1 (0 for zeros of either sign and NaN, as eager)."""
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+def _negative(v: torch.Tensor) -> torch.Tensor:
+    """Sign bit set, for numbers (-0.0 included: 1 / -0.0 is -inf); False for NaN."""
+    return (v < 0) | ((v == 0) & (torch.reciprocal(v) < 0))
+
+
+def _atan2(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """C99's atan2 from the backend's atan2 of magnitudes (a first-quadrant angle)."""
+    dtype = _int_to_float_dtype(y, x)
+    y, x = y.to(dtype), x.to(dtype)
+    ay, ax = y.abs(), x.abs()
+    angle = torch.atan2(ay, ax)
+    angle = angle.masked_fill((ay == 0) & (ax == 0), 0.0)
+    angle = angle.masked_fill(torch.isinf(ay) & torch.isinf(ax), math.pi / 4)
+    angle = torch.where(_negative(x), math.pi - angle, angle)
+    return torch.where(_negative(y), -angle, angle)
 
 
 def _zero_dim_input(node: Node) -> bool:
@@ -699,6 +735,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.isin.Tensor_Tensor] = table[aten.isin.Tensor_Scalar] = _isin
     table[aten.diagonal_scatter.default] = _diagonal_scatter
     table[aten.signbit.default] = _no_sign_bit
+    table[aten.sign.default] = table[aten.sgn.default] = _sign
+    table[aten.atan2.default] = _atan2
     table[aten.add.Tensor] = _bool_add
     table[aten.add.Scalar] = _bool_add
     table[aten.__lshift__.Tensor] = table[aten.bitwise_left_shift.Tensor] = _shift_left
@@ -733,6 +771,10 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._softmax_backward_data.default: _zero_dim_input,
     aten._log_softmax_backward_data.default: _zero_dim_input,
     aten.signbit.default: _unsigned_input,
+    aten.sign.default: _not_bool_input,
+    aten.sgn.default: _not_bool_input,
+    # Always, but listed so that the atan2 inside the decomposition stays whole.
+    aten.atan2.default: lambda node: True,
 }
 
 
