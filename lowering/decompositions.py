@@ -52,6 +52,12 @@ NAN_DECOMPOSED_OPS = (
     aten.eq.Tensor,
 )
 
+_ZERO_DIM_REDUCTIONS = (
+    aten.var.correction, aten.std.correction, aten.var_mean.correction,
+    aten.amax.default, aten.amin.default, aten.prod.dim_int, aten.cumsum.default, aten.cumprod.default,
+    aten.any.dim, aten.all.dim, aten.logsumexp.default,
+)
+
 DECOMPOSED_OPS = (
     aten.native_layer_norm_backward.default,
     aten.embedding_dense_backward.default,
@@ -192,6 +198,11 @@ DECOMPOSED_OPS = (
     # gave -1; fuzz seed 21): decomposed to comparisons (_ONLY_WHEN: not bool).
     aten.sign.default,
     aten.sgn.default,
+    # Reductions over a dim of a 0-d tensor: torch-mlir's pipeline to the
+    # backend contract crashed the process (SIGSEGV) on var/std(_mean) and
+    # failed to compile the others (fuzz seed 22: ``torch.std(x0d, 0)``). Run
+    # on a 1-element view (_ONLY_WHEN: a 0-d input and a dim given).
+    *_ZERO_DIM_REDUCTIONS,
     # IREE's atan2 gives NaN for atan2(+-0, +-0) and atan2(+-inf, inf) and
     # drops the sign of y for a -0.0 y or an infinite x (fuzz seed 21):
     # computed on magnitudes, then the quadrant and sign by C99's rules.
@@ -447,6 +458,43 @@ def _atan2(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def _zero_dim_input(node: Node) -> bool:
     x = node.args[0]
     return isinstance(x, Output) and x.meta is not None and len(x.meta.shape) == 0
+
+
+def _zero_dim_reduction(node: Node) -> bool:
+    """A 0-d input reduced over a dim (the op's ``dim`` argument given and not None)."""
+    if not _zero_dim_input(node):
+        return False
+    index = next(i for i, a in enumerate(node.op._schema.arguments) if a.name == "dim")
+    dim = node.kwargs.get("dim", node.args[index] if index < len(node.args) else None)
+    return dim is not None
+
+
+def _on_one_element(op: Any) -> Callable:
+    """``op`` of a 0-d tensor over its only dim, computed on a 1-element view.
+
+    Over a 0-d input every valid ``dim`` names that one element and ``keepdim``
+    changes nothing (eager returns 0-d either way), so the view is reduced over
+    dim 0 without keepdim; a result that keeps the input's shape (cumsum) is
+    made 0-d again.
+    """
+    names = [a.name for a in op._schema.arguments]
+
+    def run(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        args = list(args)
+        for name, value in (("dim", None), ("keepdim", False)):
+            i = names.index(name) - 1 if name in names else -1
+            if name == "dim":
+                value = [0] if isinstance(kwargs.get("dim", args[i] if 0 <= i < len(args) else 0), list) else 0
+            if name in kwargs:
+                kwargs[name] = value
+            elif 0 <= i < len(args):
+                args[i] = value
+        result = op(x.reshape(1), *args, **kwargs)
+        if isinstance(result, tuple | list):
+            return type(result)(r.reshape(()) for r in result)
+        return result.reshape(())
+
+    return run
 
 
 def _softmax_0d(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
@@ -735,6 +783,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.isin.Tensor_Tensor] = table[aten.isin.Tensor_Scalar] = _isin
     table[aten.diagonal_scatter.default] = _diagonal_scatter
     table[aten.signbit.default] = _no_sign_bit
+    for op in _ZERO_DIM_REDUCTIONS:
+        table[op] = _on_one_element(op)
     table[aten.sign.default] = table[aten.sgn.default] = _sign
     table[aten.atan2.default] = _atan2
     table[aten.add.Tensor] = _bool_add
@@ -771,6 +821,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._softmax_backward_data.default: _zero_dim_input,
     aten._log_softmax_backward_data.default: _zero_dim_input,
     aten.signbit.default: _unsigned_input,
+    **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
     aten.sign.default: _not_bool_input,
     aten.sgn.default: _not_bool_input,
     # Always, but listed so that the atan2 inside the decomposition stays whole.

@@ -589,3 +589,31 @@ def test_atan2_special_values(backend):
     _same(torch.atan2(lazy(y), lazy(x)).cpu(), torch.atan2(y, x))
     i = torch.tensor([1, -2, 0])
     _same(torch.atan2(lazy(i), lazy(i.flip(0))).cpu(), torch.atan2(i, i.flip(0)))
+
+
+_ZERO_DIM_REDUCTIONS = """
+import torch, lazy_core
+lazy_core.init({name!r})
+ok = True
+for f in (lambda x: torch.std(x, 0), lambda x: torch.var(x, [0], keepdim=True), lambda x: torch.var_mean(x, -1)[1],
+          lambda x: torch.amax(x, 0), lambda x: torch.amin(x, [-1], True), lambda x: torch.prod(x, 0),
+          lambda x: torch.cumsum(x, 0), lambda x: torch.any(x, 0), lambda x: torch.all(x, 0, keepdim=True)):
+    want, got = f(torch.tensor(2.0)), f(torch.tensor(2.0, device="lazy")).cpu()
+    ok = ok and got.shape == want.shape and got.dtype == want.dtype and torch.equal(got.isnan(), want.isnan())
+    ok = ok and torch.equal(got.nan_to_num(), want.nan_to_num())
+print(ok)
+"""
+
+
+_LAVAPIPE_ZERO_DIVISOR = ("lavapipe (Mesa 22.3 gallivm) folds a division by the literal 0 of var's N - 1 "
+                          "for one element: std/var give 0 where eager gives NaN (the literal-zero "
+                          "shortcut of test_lavapipe_multiply_by_a_literal_zero)")
+
+
+@pytest.mark.parametrize("name", on_backends(iree_vulkan=_LAVAPIPE_ZERO_DIVISOR))
+def test_reductions_over_the_dim_of_a_zero_dim_tensor(name: str) -> None:
+    """Fuzz seed 22 (iree-cpu): ``torch.std(x, 0)`` of a 0-d tensor killed the process (SIGSEGV in
+    torch-mlir's pipeline to the backend contract); amax/amin/prod/cumsum/any/all over the dim
+    of a 0-d tensor failed to compile. They run on a 1-element view (decompositions.py,
+    _on_one_element). The child inherits LAZY_STRICT=1: a compile failure fails it."""
+    _prints_true_in_a_subprocess(_ZERO_DIM_REDUCTIONS, name)
