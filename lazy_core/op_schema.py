@@ -148,6 +148,8 @@ class OpPlan:
     alpha_index: int = -1
     # Positional index of a ``dim`` the meta kernel does not check (_DIM_CHECKED), or -1.
     dim_index: int = -1
+    # Positional index of a Scalar the CPU kernel converts to self's dtype (_VALUE_CONVERTED), or -1.
+    value_index: int = -1
 
 
 # Keyed by id(op): OpOverload.__hash__ is a Python function, and this lookup
@@ -207,9 +209,20 @@ def _make_plan(op: Any) -> OpPlan:
         p.alpha_index = p.arg_index["alpha"]
     if stripped in _DIM_CHECKED and "dim" in p.arg_index:
         p.dim_index = p.arg_index["dim"]
+    value = _VALUE_CONVERTED.get(stripped)
+    if value is not None and value in p.arg_index and str(schema.arguments[p.arg_index[value]].type) == "number":
+        p.value_index = p.arg_index[value]
     p.cpu_dtype_check = (base_name in _CPU_DTYPE_CHECKED or p.integral_only or p.bool_refused
                          or p.non_float_checked or p.alpha_index >= 0 or p.dim_index >= 0)
     return p
+
+
+# Ops whose CPU kernel converts a Scalar to the dtype of ``self`` with c10's checked
+# conversion: ``int_t.fill_(inf)`` and ``half_t.fill_(1e6)`` raise "value cannot be
+# converted to type ... without overflow" at the call, while the meta kernels take any
+# value (lazy raised at the read, fuzz seed 0). Name -> the Scalar argument.
+_VALUE_CONVERTED = {"fill": "value", "masked_fill": "value", "index_fill": "value",
+                    "fill_diagonal": "fill_value"}
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}

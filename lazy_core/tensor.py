@@ -11,6 +11,7 @@ eagerly on the CPU through ``lazy_core.fallback``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -22,7 +23,7 @@ from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
 from .op_schema import OpPlan, check_cast, plan
 from .registry import active_backend
-from .views import Storage, ViewStep, split_views
+from .views import INTERNAL_OVERLAP, Storage, ViewStep, broadcasts, has_internal_overlap, split_views, write_by_index
 
 aten = torch.ops.aten
 LAZY = "lazy"
@@ -90,8 +91,9 @@ class LazyTensor(torch.Tensor):
         else:
             self._lz_storage.value = value
 
-    def _lz_assign(self, new: Output) -> None:
-        """Make ``new`` the value of this tensor (in-place semantics, views included)."""
+    def _lz_assign(self, new: Output, writer: Any = None) -> None:
+        """Make ``new`` the value of this tensor (in-place semantics, views included).
+        ``writer`` is the in-place op, where it decides eager's overlap check."""
         shape, dtype = tuple(self.shape), self.dtype
         if new.meta.dtype != dtype:
             new = record_output(aten._to_copy.default, (new,), {"dtype": dtype})
@@ -116,6 +118,14 @@ class LazyTensor(torch.Tensor):
             storage.previous = lambda: last_good
         if not self._lz_view:
             storage.value = new
+            executor().track(storage)
+            return
+        if broadcasts(self._lz_view, shape):
+            if has_internal_overlap(shape, tuple(self.stride())):
+                _check_overlapping_write(writer)
+            index = from_cpu(torch.arange(math.prod(storage.value.meta.shape)).view(storage.value.meta.shape))
+            storage.value = write_by_index(record_output, self._lz_view, storage.value, index._lz_storage.value, new)
+            self._lz_cache = (storage.value, new)
             executor().track(storage)
             return
         values = [storage.value]
@@ -416,7 +426,7 @@ def _cpu_verdict(op: Any, margs: tuple, mkwargs: dict, meta_error: Exception) ->
     raises RuntimeError ("value cannot be converted to type int64_t without overflow"),
     so ``except RuntimeError`` around the call stopped working on lazy (fuzz seed 21);
     ``log_softmax`` of an empty bool tensor raised where eager returns an empty tensor.
-    The op runs on stand-ins (ones; zeros for indices) of the operands' shapes: an error
+    The op runs on stand-ins (ones; zeros for indices) of the operands' shapes and strides: an error
     of another class is raised in place of the meta kernel's; success returns the
     result's types (as meta tensors) for the tracer; None keeps the meta error (the
     same class, or operands too large to stand in for).
@@ -428,8 +438,8 @@ def _cpu_verdict(op: Any, margs: tuple, mkwargs: dict, meta_error: Exception) ->
         nonlocal total
         if isinstance(x, torch.Tensor):
             total += x.numel()
-            fill = torch.zeros if name in _INDEX_ARGS else torch.ones
-            return fill(x.shape, dtype=x.dtype)
+            # The operand's strides too: ``t().view(-1)`` must fail here as it does in eager.
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype).fill_(0 if name in _INDEX_ARGS else 1)
         if isinstance(x, list | tuple):
             return type(x)(cpu(v, name) for v in x)
         return x
@@ -523,6 +533,23 @@ def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> Any:
     return op(*cpu(margs), **{k: cpu(v) for k, v in mkwargs.items()})
 
 
+def _check_value_converts(p: OpPlan, args: tuple, kwargs: dict) -> None:
+    """Raise eager's error for a fill value that ``self``'s dtype cannot hold
+    (``op_schema._VALUE_CONVERTED``): the CPU kernel converts it with c10's checked
+    conversion, which a fill of a CPU stand-in repeats exactly. Small finite values, the
+    common case, skip it."""
+    i = p.value_index
+    value = args[i] if i < len(args) else kwargs.get(p.op._schema.arguments[i].name)
+    self = args[0] if args else kwargs.get("self")
+    if type(value) not in (int, float) or not isinstance(self, torch.Tensor):
+        return
+    if -128 <= value <= 127 or (self.is_floating_point() and math.isfinite(value) and abs(value) <= 65504):
+        return
+    # fill_ of one element takes a path that lets float16 overflow to inf; the others check.
+    one = self.numel() == 1 and p.op._schema.name.startswith("aten::fill")
+    torch.empty(1 if one else 2, dtype=self.dtype).fill_(value)
+
+
 def _normalize_device_kwargs(p: OpPlan, kwargs: dict) -> dict:
     """Drop ``device=lazy`` from factory-like ops: the value lives where the graph runs."""
     if p.has_device_arg:
@@ -545,6 +572,8 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
         location = source_location.current(3)
     if p.has_device_arg:
         kwargs = _normalize_device_kwargs(p, kwargs)
+    if p.value_index >= 0:
+        _check_value_converts(p, args, kwargs)
     operands: list[Output] = []
     conv = None
     sp = p.scalar_positions
@@ -735,12 +764,15 @@ def _dispatch_general(func: Any, args: tuple, kwargs: dict) -> Any:
             return decomposition(*args, **kwargs)
     if not active_backend().supports_op(func):
         return fallback.run_eagerly(func, args, kwargs, why="unsupported by backend")
+    written = args, kwargs
     if checks.guarded(func):  # safe indices and divisors, device-side checks (lazy_core.checks)
         args, kwargs = checks.guard(func, args, kwargs)
     if p.is_view:
         return _view(func, p, args, kwargs)
     if p.mutated:
-        return _mutate(func, p, args, kwargs)
+        # The guard may replace ``self`` by a safe value (``x.remainder_(-1)``); the
+        # tensors written are still the caller's.
+        return _mutate(func, p, args, kwargs, written)
     try:
         node, template = record(func, args, kwargs)
     except _Untraceable as e:
@@ -838,14 +870,17 @@ def _inplace_view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
     return self
 
 
-def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
+def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tuple, dict] | None = None) -> Any:
+    """Record the functional variant of in-place/out= ``func`` and assign its results to the
+    tensors it writes, taken from ``written`` (the caller's arguments) when given."""
     if p.functional is None:
         return fallback.run_eagerly(func, args, kwargs, why="no functional variant")
+    wargs, wkwargs = written or (args, kwargs)
     if p.is_out_variant:
-        targets = [kwargs[m] for m in p.mutated]
+        targets = [wkwargs[m] for m in p.mutated]
         fargs, fkwargs = args, {k: v for k, v in kwargs.items() if k not in p.mutated}
     else:
-        targets = [args[p.arg_index[m]] if p.arg_index[m] < len(args) else kwargs[m] for m in p.mutated]
+        targets = [wargs[p.arg_index[m]] if p.arg_index[m] < len(wargs) else wkwargs[m] for m in p.mutated]
         fargs, fkwargs = args, kwargs
     flat_targets: list[Any] = []
     for t in targets:
@@ -870,8 +905,32 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
                 f"{func}: resizing an out= lazy tensor from {list(target.shape)} to "
                 f"{list(node.metas[slot.i].shape)} is not supported; allocate the right shape"
             )
-        target._lz_assign(Output(node, slot.i))
+        target._lz_assign(Output(node, slot.i), func)
     return _mutation_result(func, p, args, kwargs, targets)
+
+
+#: In-place ops eager lets write a tensor whose elements share memory (a stride-0 dimension):
+#: each writes one value everywhere, so the shared element ends up holding it.
+_SAME_VALUE_WRITERS = frozenset({aten.fill_.Scalar, aten.zero_.default})
+#: Ones eager lets do it with a deprecation warning; which element wins there is the order of
+#: eager's loop, which a functional graph does not have.
+_DEPRECATED_OVERLAPPING_WRITERS = frozenset({
+    aten.masked_fill_.Scalar, aten.masked_fill_.Tensor, aten.index_fill_.int_Scalar,
+    aten.index_fill_.int_Tensor, aten.index_put_.default, aten._index_put_impl_.default,
+})
+
+
+def _check_overlapping_write(writer: Any) -> None:
+    """Eager's answer to an in-place write to a tensor with internal overlap (ATen's
+    ``assert_no_internal_overlap``), for the ops whose answer lazy can give exactly."""
+    if writer in _SAME_VALUE_WRITERS:
+        return
+    if writer in _DEPRECATED_OVERLAPPING_WRITERS:
+        raise NotImplementedError(
+            f"{writer} on an expanded lazy tensor writes one memory location several times (eager "
+            "PyTorch deprecates it, and which write wins there is its loop order); clone() the tensor first"
+        )
+    raise RuntimeError(INTERNAL_OVERLAP)
 
 
 def _collect_slots(template: Any, out: list[_Slot]) -> None:

@@ -79,10 +79,8 @@ class ViewStep:
             return updated
         if kind in _RESHAPES:
             if kind.startswith("expand") and _numel(self.in_shape) != _numel(updated.meta.shape):
-                raise RuntimeError(
-                    "unsupported operation: more than one element of the written-to tensor "
-                    "refers to a single memory location (in-place write to an expanded lazy view)"
-                )
+                # LazyTensor._lz_assign writes through a broadcast with write_by_index.
+                raise AssertionError("an expand step is inverted by write_by_index")
             return record(aten.view.default, (updated, list(self.in_shape)), {})
         if kind == "permute":
             dims = [d % len(self.in_shape) for d in args["dims"]]
@@ -118,6 +116,55 @@ class ViewStep:
             f"in-place update through the view op {self.op} is not supported on lazy tensors; "
             "clone the view, update it, and copy it back"
         )
+
+
+def broadcasts(view: tuple[ViewStep, ...], shape: tuple[int, ...]) -> bool:
+    """Whether a view chain (ending in ``shape``) repeats elements of its base: an ``expand``
+    to more elements."""
+    outs = [step.in_shape for step in view[1:]] + [shape]
+    return any(step.kind.startswith("expand") and _numel(out) != _numel(step.in_shape)
+               for step, out in zip(view, outs, strict=True))
+
+
+def has_internal_overlap(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """ATen's ``has_internal_overlap`` answer YES: a dimension of stride 0 and size > 1.
+    Eager refuses to write to such a tensor; other layouts it lets pass."""
+    return any(st == 0 and sz > 1 for sz, st in zip(shape, stride, strict=True))
+
+
+INTERNAL_OVERLAP = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation."
+)
+
+
+def write_by_index(
+    record: Recorder, view: tuple[ViewStep, ...], base: Output, indices: Output, new: Output
+) -> Output:
+    """The base after ``new`` is written through ``view``, for chains that broadcast.
+
+    Inverting an ``expand`` step by step cannot know which copy of a repeated element the
+    write went through (``x.expand(2, n)[1].add_(1)`` writes row 1). Eager writes memory, so
+    the same question is answered here with memory addresses: ``indices`` holds
+    ``arange(numel)`` in the base's shape; applying the view chain to it gives, for each
+    element of the written view, the base element it is. A scatter of ``new`` at those
+    positions is the new base. The caller has refused views with internal overlap (eager's
+    error), so the positions are distinct and the scatter is deterministic.
+    """
+    for step in view:
+        indices = step.apply(record, indices)
+    flat = [_numel(new.meta.shape)]
+    base_shape = list(base.meta.shape)
+    scattered = record(
+        aten.index_put.default,
+        (
+            record(aten.reshape.default, (base, [_numel(base.meta.shape)]), {}),
+            [record(aten.reshape.default, (indices, flat), {})],
+            record(aten.reshape.default, (new, flat), {}),
+        ),
+        {},
+    )
+    return record(aten.reshape.default, (scattered, base_shape), {})
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -71,7 +71,10 @@ def can_lower(op: Any) -> bool:
             return o in DECOMPOSED_OPS or o in TENSOR_FORMS
 
         functional = plan(op).functional
-        known = _lowerable[op] = added(op) or is_importable(op) or (functional is not None and added(functional))
+        # The functional variant may be importable where the in-place op is not
+        # (``remainder_``): it is what the graph holds.
+        known = _lowerable[op] = added(op) or is_importable(op) or (
+            functional is not None and (added(functional) or is_importable(functional)))
     return known
 
 

@@ -377,10 +377,10 @@ def test_torch_mlir_still_misfolds_scalar_comparisons() -> None:
 
 
 # -- views ----------------------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="lazy_core refuses any in-place write through an expanded view; "
-                   "eager refuses only a written view whose own elements overlap (a diagonal across the "
-                   "expanded dim and another has none); owner: lazy_core/views.py")
 def test_inplace_write_to_a_non_overlapping_view_of_an_expanded_tensor() -> None:
+    """lazy_core refused any in-place write through an expanded view; eager refuses only a written
+    view whose own elements overlap (a diagonal across the expanded dim and another has none).
+    Fixed by lazy_core.views.write_by_index."""
     use_backend("eager")
 
     def run(device: str) -> torch.Tensor:
@@ -617,3 +617,97 @@ def test_reductions_over_the_dim_of_a_zero_dim_tensor(name: str) -> None:
     of a 0-d tensor failed to compile. They run on a 1-element view (decompositions.py,
     _on_one_element). The child inherits LAZY_STRICT=1: a compile failure fails it."""
     _prints_true_in_a_subprocess(_ZERO_DIM_REDUCTIONS, name)
+
+
+def test_copy_of_an_expanded_view_into_itself_is_a_no_op(backend):
+    """Fuzz seed 0: ``v.copy_(v)`` of an expanded view raised lazy's overlapping-write error; eager's
+    copy_ returns at once when the source is the tensor itself (lazy_core.fallback._copy_)."""
+    x = torch.tensor([1.0, 2.0])
+    v, lv = x.expand(3, 2), lazy(x).expand(3, 2)
+    assert torch.equal(lv.copy_(lv).cpu(), v.copy_(v))
+
+
+def test_a_write_through_part_of_an_expanded_view_reaches_its_base(backend):
+    """Fuzz seed 0 program 37: ``v4 = v2.expand(2, n); v4[0].logical_not_()`` raised lazy's
+    overlapping-write error, though ``v4[0]`` has no two elements in one place (eager writes v2).
+    Inverting the view chain step by step cannot tell which copy of a broadcast element the
+    write went through; lazy_core.views.write_by_index scatters at the base positions instead."""
+    def run(x: torch.Tensor, write) -> list[torch.Tensor]:
+        v = x.expand(3, *x.shape[1:]) if x.dim() == 2 else x.expand(3, *x.shape)
+        write(v)
+        return [x, v]
+
+    writes = [lambda v: v[1].mul_(5), lambda v: v.diagonal().add_(10), lambda v: v[2].logical_not_(),
+              lambda v: v[:, 1].zero_(), lambda v: v.t()[0].fill_(7)]
+    bases = [torch.tensor([1.0, 2.0]), torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([True, False]),
+             torch.tensor([1.0, 2.0]), torch.tensor([4.0, 5.0])]
+    for base, write in zip(bases, writes, strict=True):
+        want = run(base.clone(), write)
+        got = run(lazy(base), write)
+        for w, g in zip(want, got, strict=True):
+            _same(g.cpu(), w)
+
+
+def test_a_write_to_elements_that_share_memory_raises_eagers_error(backend):
+    """An in-place op on a stride-0 dimension is eager's RuntimeError (ATen's
+    assert_no_internal_overlap); fill_/zero_ pass there; masked_fill_ and friends (deprecated in
+    eager, its loop order decides) are refused rather than computed in some other order."""
+    v = lazy(torch.tensor([1.0, 2.0])).expand(3, 2)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        v.add_(1)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        v[:, 0].copy_(torch.ones(3, device="lazy"))
+    with pytest.raises(NotImplementedError, match="clone"):
+        v.masked_fill_(torch.tensor([[True, False]] * 3, device="lazy"), 0.0)
+    v[:, 0].zero_()
+    _same(v.cpu(), torch.tensor([[0.0, 2.0]] * 3))
+
+
+def test_view_of_a_transposed_tensor_raises_at_the_call() -> None:
+    """Fuzz seed 0 program 61: ``x.t().view(-1)`` raised only at the read. The meta kernel
+    refused it, and lazy_core.tensor._cpu_verdict ran the op on contiguous stand-ins, which
+    accepted it; the stand-ins now have the operands' strides."""
+    use_backend("eager")
+    x = lazy(torch.ones(3, 3))
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x.t().view(-1)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x.movedim(0, -1).view(9)
+
+
+def test_a_fill_value_the_dtype_cannot_hold_raises_at_the_call() -> None:
+    """Fuzz seed 0 program 62: ``int_t.view(-1).fill_(inf)`` raised only at the read; the meta
+    kernels take any value, eager's kernels convert it with c10's checked conversion
+    (op_schema._VALUE_CONVERTED, tensor._check_value_converts)."""
+    use_backend("eager")
+    inf = float("inf")
+    cases = [(torch.int64, lambda v: v.view(-1).fill_(inf)), (torch.int64, lambda v: v.masked_fill(v == 0, -inf)),
+             (torch.int8, lambda v: v.index_fill(0, torch.tensor([0], device=v.device), 300)),
+             (torch.int32, lambda v: v.fill_(2**40)), (torch.float16, lambda v: v.fill_(1e6)),
+             (torch.int64, lambda v: v.fill_(2**70)), (torch.float16, lambda v: v[0, :1].fill_(1e6)),
+             (torch.uint8, lambda v: v.fill_(-1)), (torch.int64, lambda v: v.fill_(5000))]
+    for dtype, f in cases:
+        want = got = None
+        try:
+            want = f(torch.zeros(2, 3, dtype=dtype))
+        except (RuntimeError, OverflowError) as e:
+            want = type(e)
+        try:
+            got = f(torch.zeros(2, 3, dtype=dtype, device="lazy"))
+        except (RuntimeError, OverflowError) as e:
+            got = type(e)
+        if isinstance(want, torch.Tensor):
+            assert torch.equal(got.cpu(), want)
+        else:
+            assert got is want, (dtype, want, got)
+
+
+def test_an_inplace_remainder_by_minus_one_writes_its_tensor(backend):
+    """Fuzz seed 2 program 351: ``int_t.remainder_(-1)`` raised AttributeError: the guard against
+    INT_MIN % -1 (lazy_core.checks) replaced ``self`` by a safe value, and the tracer took that
+    value for the tensor to write (lazy_core.tensor._mutate now writes the caller's tensors)."""
+    x = torch.tensor([[1, -2, torch.iinfo(torch.int32).min], [3, 0, -1]], dtype=torch.int32)
+    got = lazy(x)
+    got.remainder_(-1)
+    torch.fmod(got, -1, out=got)
+    assert torch.equal(got.cpu(), x.remainder_(-1).fmod_(-1))
