@@ -23,7 +23,15 @@ from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
 from .op_schema import OpPlan, check_cast, plan
 from .registry import active_backend
-from .views import INTERNAL_OVERLAP, Storage, ViewStep, broadcasts, has_internal_overlap, split_views, write_by_index
+from .views import (
+    INTERNAL_OVERLAP,
+    Storage,
+    ViewStep,
+    broadcasts,
+    has_internal_overlap,
+    split_views,
+    write_by_index,
+)
 
 aten = torch.ops.aten
 LAZY = "lazy"
