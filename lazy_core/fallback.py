@@ -20,6 +20,7 @@ from . import metrics, source_location
 from . import registry as _registry
 from . import tensor as _t
 from .executor import executor
+from .overlap import check_no_partial_overlap
 
 aten = torch.ops.aten
 
@@ -185,6 +186,7 @@ def copy_into(dst: Any, src: Any) -> Any:
     """``dst.copy_(src)`` where at least one side is lazy: the only transfer points."""
     if isinstance(dst, _t.LazyTensor):
         if isinstance(src, _t.LazyTensor):
+            check_no_partial_overlap([dst], [src])
             try:
                 dst._lz_assign(src._lz_value())
                 return dst
@@ -238,6 +240,9 @@ def _index(func: Any, args: tuple, kwargs: dict) -> Any:
     bound = dict(zip(("self", "indices"), args))
     bound.update(kwargs)
     self, indices = bound["self"], list(bound["indices"])
+    if any(isinstance(i, torch.Tensor) and (i.is_floating_point() or i.is_complex()) for i in indices):
+        # index.Tensor's CPU check, with its class (``_unsafe_index``'s meta kernel raises RuntimeError).
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     masks = any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
     if masks or not isinstance(self, _t.LazyTensor):
         return run_eagerly(func, args, kwargs, why="data-dependent" if masks else "index of a CPU tensor")

@@ -49,6 +49,11 @@ _CPU_DTYPE_CHECKED = {
     "convolution", "_convolution", "index_put", "index_put_", "index_add", "index_copy",
     "nll_loss_forward", "nll_loss2d_forward", "nll_loss_backward", "nll_loss2d_backward",
     "native_layer_norm", "native_group_norm",
+    # Not a dtype mix: ``empty.max()`` and ``empty.max(0)`` pass on meta; the CPU raises.
+    "max", "min",
+    # An index of a dtype other than int64/int32 (``index_select(x, 0, mask)``) passes on
+    # meta for these (fuzz seed 7); index_put and index_add/copy are listed above.
+    "index_select", "index_fill",
     # Not a dtype mix: ``int_tensor ** -1`` raises on the CPU ("Integers to
     # negative integer powers are not allowed") and passes on meta.
     "pow",
@@ -150,6 +155,9 @@ class OpPlan:
     dim_index: int = -1
     # Positional index of a Scalar the CPU kernel converts to self's dtype (_VALUE_CONVERTED), or -1.
     value_index: int = -1
+    # Whether eager refuses an input that partially overlaps the written tensor
+    # (TensorIterator's check, for pointwise ops; lazy_core.overlap).
+    checks_overlap: bool = False
 
 
 # Keyed by id(op): OpOverload.__hash__ is a Python function, and this lookup
@@ -201,6 +209,9 @@ def _make_plan(op: Any) -> OpPlan:
     if p.mutated:
         p.functional = _functional_variant(op, p)
         p.casts_result = not p.is_out_variant or torch.Tag.pointwise in tags
+    p.checks_overlap = torch.Tag.pointwise in tags or (
+        # ``where.self_out`` lacks the tag its functional form has.
+        p.functional is not None and torch.Tag.pointwise in getattr(p.functional, "tags", ()))
     stripped = base_name.rstrip("_")
     p.integral_only = stripped in _INTEGRAL_ONLY_STRIPPED
     p.bool_refused = stripped in _BOOL_REFUSED

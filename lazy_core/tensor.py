@@ -12,6 +12,7 @@ eagerly on the CPU through ``lazy_core.fallback``.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
 from .op_schema import OpPlan, check_cast, plan
+from .overlap import check_no_partial_overlap
 from .registry import active_backend
 from .views import (
     INTERNAL_OVERLAP,
@@ -411,6 +413,34 @@ def _negative_integer_power(op: Any, margs: tuple) -> bool:
     return False
 
 
+#: The bias-taking products and the dims of their product: the meta kernels broadcast a bias
+#: of more dims (``addmm(b3d, m1, m2)`` gave a 3-d result), the CPU kernels raise.
+_PRODUCT_DIMS = {"aten::addmm": 2, "aten::addbmm": 2, "aten::addr": 2, "aten::addmv": 1, "aten::baddbmm": 3}
+
+
+def _bias_of_more_dims(op: Any, margs: tuple, mkwargs: dict) -> bool:
+    """An ``addmm``-like op whose ``self`` has more dims than its product."""
+    dims = _PRODUCT_DIMS.get(op._schema.name)
+    return dims is not None and bool(margs) and isinstance(margs[0], torch.Tensor) and margs[0].dim() > dims
+
+
+def _odd_index_dtype(schema_args: Any, margs: tuple, mkwargs: dict) -> bool:
+    """An index operand that is not int64/int32 (a mask, a float)."""
+    named = [(schema_args[i].name if i < len(schema_args) else None, a) for i, a in enumerate(margs)]
+    for name, a in (*named, *mkwargs.items()):
+        if name in _INDEX_ARGS:
+            for t in a if isinstance(a, list | tuple) else (a,):
+                if isinstance(t, torch.Tensor) and t.dtype not in (torch.int64, torch.int32):
+                    return True
+    return False
+
+
+def _max_of_empty(op: Any, margs: tuple) -> bool:
+    """``max``/``min`` (all elements, or over a dim) of an empty tensor."""
+    return (op._schema.name in ("aten::max", "aten::min") and bool(margs) and isinstance(margs[0], torch.Tensor)
+            and margs[0].numel() == 0)
+
+
 def _dim_out_of_range(p: OpPlan, margs: tuple, mkwargs: dict) -> bool:
     """Whether a ``dim`` the meta kernel does not check lies outside its first operand's dims."""
     if p.dim_index < 0 or not margs or not isinstance(margs[0], torch.Tensor):
@@ -447,7 +477,8 @@ def _cpu_verdict(op: Any, margs: tuple, mkwargs: dict, meta_error: Exception) ->
         if isinstance(x, torch.Tensor):
             total += x.numel()
             # The operand's strides too: ``t().view(-1)`` must fail here as it does in eager.
-            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype).fill_(0 if name in _INDEX_ARGS else 1)
+            zero = name in _INDEX_ARGS and x.dtype != torch.bool  # a mask selects all
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype).fill_(0 if zero else 1)
         if isinstance(x, list | tuple):
             return type(x)(cpu(v, name) for v in x)
         return x
@@ -500,8 +531,8 @@ def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> Any:
     (``_NON_FLOAT_CHECKED``) given one, for an ``alpha`` that is not an int,
     or for a ``dim`` out of range that the meta kernel lets pass (``_DIM_CHECKED``).
 
-    The op runs once on ones of the operands' shapes and dtypes (zeros for a
-    mix or an integer-only op); a kernel that rejects the dtypes raises before
+    The op runs once on ones of the operands' shapes and dtypes (zeros for
+    indices and targets); a kernel that rejects the dtypes raises before
     computing, and one that accepts them costs one small computation per new signature (the shape cache
     remembers signatures that passed; one that raised is not remembered, so
     every call raises). Returns the CPU result (None when no check ran), whose
@@ -525,20 +556,26 @@ def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> Any:
     alpha = mkwargs.get("alpha", margs[p.alpha_index] if 0 <= p.alpha_index < len(margs) else 1)
     odd_alpha = p.alpha_index >= 0 and type(alpha) is not int
     if (len(dtypes) < 2 and not (refused_float or refused_bool or refused_non_float or odd_alpha)
-            and not _negative_integer_power(op, margs) and not _dim_out_of_range(p, margs, mkwargs)):
+            and not _negative_integer_power(op, margs) and not _dim_out_of_range(p, margs, mkwargs)
+            and not _bias_of_more_dims(op, margs, mkwargs) and not _max_of_empty(op, margs)
+            and not _odd_index_dtype(schema_args, margs, mkwargs)):
         return None
 
-    # Ones for a bool refusal: zeros would make ``mask % int_tensor`` divide by zero.
-    fill = torch.ones if refused_bool or refused_non_float else torch.zeros
-
-    def cpu(x: Any) -> Any:
+    # Zeros for indices and targets (always in range); ones elsewhere: zeros made
+    # ``int_t % mask`` divide by zero (fuzz seed 6).
+    def cpu(x: Any, name: str | None) -> Any:
         if isinstance(x, torch.Tensor):
-            return fill(x.shape, dtype=x.dtype)
+            zero = name in _ZERO_STAND_INS and x.dtype != torch.bool  # a mask selects all
+            return (torch.zeros if zero else torch.ones)(x.shape, dtype=x.dtype)
         if isinstance(x, list | tuple):
-            return type(x)(cpu(v) for v in x)
+            return type(x)(cpu(v, name) for v in x)
         return x
 
-    return op(*cpu(margs), **{k: cpu(v) for k, v in mkwargs.items()})
+    return op(*[cpu(a, schema_args[i].name if i < len(schema_args) else None) for i, a in enumerate(margs)],
+              **{k: cpu(v, k) for k, v in mkwargs.items()})
+
+
+_ZERO_STAND_INS = (*_INDEX_ARGS, "target")
 
 
 def _check_value_converts(p: OpPlan, args: tuple, kwargs: dict) -> None:
@@ -896,6 +933,10 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
     if not all(isinstance(t, LazyTensor) for t in flat_targets):
         bad = next(t for t in flat_targets if not isinstance(t, LazyTensor))
         raise _device_mismatch(bad)
+    if p.checks_overlap:
+        inputs = [a for a in (*wargs, *wkwargs.values()) if type(a) is LazyTensor]
+        if len(inputs) > 1:
+            check_no_partial_overlap(flat_targets, inputs)
     try:
         node, template = record(p.functional, fargs, fkwargs)
     except _Untraceable as e:
@@ -909,12 +950,41 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
             check_cast(node.metas[slot.i].dtype, target.dtype)  # type: ignore[union-attr]
     for target, slot in zip(flat_targets, slots):
         if tuple(target.shape) != node.metas[slot.i].shape and p.is_out_variant:
-            raise NotImplementedError(
-                f"{func}: resizing an out= lazy tensor from {list(target.shape)} to "
-                f"{list(node.metas[slot.i].shape)} is not supported; allocate the right shape"
-            )
+            if any(a is target for a in wargs):
+                # An output that is also an input is not resized: eager's TensorIterator error.
+                raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast "
+                                   f"shape {list(node.metas[slot.i].shape)}")
+            _resize_out(func, target, Output(node, slot.i))
+            continue
         target._lz_assign(Output(node, slot.i), func)
     return _mutation_result(func, p, args, kwargs, targets)
+
+
+def _resize_out(func: Any, target: LazyTensor, value: Output) -> None:
+    """Eager resizes an ``out=`` tensor of another shape (with a deprecation warning when it
+    had elements): the tensor takes a new storage holding ``value``. A view is not resized
+    here (eager's answer depends on its base's storage size)."""
+    shape = list(value.meta.shape)
+    if target._lz_view:
+        raise NotImplementedError(
+            f"{func}: resizing an out= lazy view from {list(target.shape)} to {shape} is not supported; "
+            "allocate the right shape"
+        )
+    if target.numel() > 0:
+        warnings.warn(
+            f"An output with one or more elements was resized since it had shape {list(target.shape)}, which "
+            f"does not match the required output shape {shape}. This behavior is deprecated, and in a future "
+            "PyTorch release outputs will not be resized unless they have zero elements. You can explicitly "
+            "reuse an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).",
+            UserWarning, stacklevel=4,
+        )
+    if value.meta.dtype != target.dtype:
+        value = record_output(aten._to_copy.default, (value,), {"dtype": target.dtype})
+    resized = wrap_output(value, target._lz_storage.device)
+    target.data = resized  # sizes and strides, as _inplace_view does
+    target._lz_storage = resized._lz_storage
+    target._lz_view = ()
+    target._lz_cache = None
 
 
 #: In-place ops eager lets write a tensor whose elements share memory (a stride-0 dimension):

@@ -24,10 +24,6 @@ from conftest import ROOT, backend_unavailable_reason, requested_backends
 
 #: category -> (backends it fails on, None = all; why / who fixes it). Delete an entry once fixed.
 PENDING: dict[str, tuple[tuple[str, ...] | None, str]] = {
-    "nan": (None, "issue 13 item 7: NaN in clamp/maximum/max/argmax/sort/topk as eager"),
-    "collide": (None, "the twin programs (cache identity, issue 13 items 1-2, fixed) still find "
-                      "`torch.mul(v1, v1.narrow(3, 0, 1), out=v1)`: eager's kernel reads elements "
-                      "it already wrote through the aliasing view; lazy computes out= functionally"),
     "special": (("reference",), "issue 14: the reference backend aborts the process on the reciprocal "
                                 "of a NaN splat (test_fuzz_regressions.py::test_reciprocal_of_a_nan_splat_"
                                 "does_not_abort); NaN/inf constants are left out there"),

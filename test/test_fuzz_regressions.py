@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import ROOT, backend_unavailable_reason, requested_backends, use_backend
 
 import lazy_core
@@ -711,3 +712,151 @@ def test_an_inplace_remainder_by_minus_one_writes_its_tensor(backend):
     got.remainder_(-1)
     torch.fmod(got, -1, out=got)
     assert torch.equal(got.cpu(), x.remainder_(-1).fmod_(-1))
+
+
+def test_an_input_partially_overlapping_the_written_tensor_raises_eagers_error(backend):
+    """Fuzz seed 0 program 310: ``torch.maximum(v0[1], v0, out=v0)`` computed a value where eager
+    raises (its TensorIterator refuses an input that partially overlaps the output); lazy
+    answers ATen's overlap question from the views' layouts (lazy_core.overlap)."""
+    def run(device: str) -> list[str]:
+        out = []
+        for write in (lambda b: b.add_(b[1]), lambda b: b.view(-1)[1:].copy_(b.view(-1)[:-1]),
+                      lambda b: torch.maximum(b[1], b, out=b), lambda b: b.add_(b.t()),
+                      lambda b: torch.where(b > 0, b[0], b, out=b), lambda b: b.clamp_(min=b[0]),
+                      lambda b: b.add_(b.view(9).view(3, 3)), lambda b: b[0].add_(b[1])):
+            # Not here: ``b.add_(b[0].expand(3, 3))`` (ATen cannot classify the overlap, TOO_HARD)
+            # and ``torch.sum(b, 0, out=b[0])`` (reductions do not check): eager lets its loop
+            # read row 0 after writing it, a value PyTorch does not define; tools.fuzz.ops does
+            # not generate such writes.
+            b = torch.arange(9.0).view(3, 3).to(device)
+            try:
+                write(b)
+                out.append(str(b.cpu().tolist()))
+            except RuntimeError as e:
+                assert "refer to a single memory location" in str(e)
+                out.append("error")
+        return out
+
+    assert run("lazy") == run("cpu")
+
+
+def test_bias_of_more_dims_than_the_product_is_eagers(backend):
+    """Fuzz seed 1 program 547': ``F.linear(x1d, w, bias3d)`` and ``addmm(bias3d, m1, m2)`` gave a
+    broadcast result where eager raises (linear is composite and adds the bias out of place for a
+    tensor subclass; addmm's meta kernel broadcasts): lazy_core.factories._linear and
+    tensor._bias_of_more_dims ask the CPU kernel."""
+    def run(device: str) -> list:
+        w, res = torch.ones(3, 3, device=device), []
+        for xs in ((3,), (2, 3), (5, 2, 3)):
+            for bs in ((3,), (1, 3), (1, 1, 3), (2, 3), (5, 2, 3), (3, 0, 3)):
+                try:
+                    res.append(F.linear(torch.zeros(xs, device=device), w, torch.ones(bs, device=device)).cpu())
+                except RuntimeError:
+                    res.append("error")
+        for bs in ((3,), (2, 3), (4, 2, 3)):
+            try:
+                res.append(torch.addmm(torch.ones(bs, device=device), torch.ones(2, 3, device=device), w).cpu())
+            except RuntimeError:
+                res.append("error")
+        return res
+
+    for got, want in zip(run("lazy"), run("cpu"), strict=True):
+        assert type(got) is type(want) and (isinstance(want, str) or torch.equal(got, want)), (got, want)
+
+
+def test_an_out_tensor_that_is_an_input_is_not_resized() -> None:
+    """Fuzz seed 2 program 357': ``torch.add(v0, v12, out=v0)`` with a result of another shape is
+    eager's RuntimeError (lazy raised NotImplementedError about resizing)."""
+    use_backend("eager")
+    v0, v12 = lazy(torch.ones(2, 3)), lazy(torch.ones(1, 2, 3))
+    with pytest.raises(RuntimeError, match=r"output with shape \[2, 3\] doesn't match the broadcast shape"):
+        torch.add(v0, v12, out=v0)
+
+
+def test_max_of_an_empty_tensor_raises_at_the_call() -> None:
+    """Fuzz seed 0 program 325': ``empty.max()`` raised only at the read (``.item()``): the meta
+    kernels of max/min take an empty tensor (tensor._max_of_empty asks the CPU kernel)."""
+    use_backend("eager")
+    e = lazy(torch.ones(0))
+    for f, error in ((lambda t: t.max(), RuntimeError), (lambda t: t.min(), RuntimeError),
+                     (lambda t: t.max(0), IndexError)):
+        with pytest.raises(error):
+            f(e)
+
+
+def test_remainder_by_a_mask_keeps_the_dividends_dtype(backend):
+    """Fuzz seed 6 program 16: ``int32_0d % mask`` raised ZeroDivisionError (the CPU dtype check ran
+    the op on zeros) and, once computed, was int64 (the division guard's where() made the bool
+    divisor int64); eager: int32."""
+    for a, b in ((torch.tensor(-1, dtype=torch.int32), torch.full((2, 3), True)),
+                 (torch.tensor([5, -7], dtype=torch.int8), torch.tensor([True, True]))):
+        for op in (torch.remainder, torch.floor_divide):
+            _same(op(lazy(a), lazy(b)).cpu(), op(a, b))
+
+
+def test_an_index_of_another_dtype_raises_at_the_call() -> None:
+    """Fuzz seed 7 program 207': ``index_select(x, 0, mask)`` raised only at the read: the meta
+    kernels of index_select/index_add/index_copy/index_fill/index_put let any index dtype pass
+    (tensor._odd_index_dtype asks the CPU kernel; a bool mask stands in as all True)."""
+    use_backend("eager")
+
+    def t(device: str, dtype=torch.float32, shape=(3, 3)) -> torch.Tensor:
+        return torch.ones(shape, dtype=dtype, device=device)
+
+    cases = [lambda d: torch.index_select(t(d), 0, t(d, torch.bool, (2,))),
+             lambda d: torch.index_select(t(d), 0, t(d, torch.float32, (2,))),
+             lambda d: t(d).index_add(0, t(d, torch.bool, (3,)), t(d)),
+             lambda d: t(d).index_copy_(0, t(d, torch.bool, (3,)), t(d)),
+             lambda d: t(d).index_fill(0, t(d, torch.bool, (2,)), 1.0),
+             lambda d: t(d).index_put_([t(d, torch.float32, (2,))], t(d, shape=(2, 3))),
+             lambda d: t(d).index_put_([t(d, torch.bool, (3,))], t(d, shape=(3, 3)))]
+    for f in cases:
+        want = got = "ok"
+        try:
+            f("cpu")
+        except (RuntimeError, IndexError) as e:
+            want = type(e)
+        try:
+            f("lazy")
+        except (RuntimeError, IndexError) as e:
+            got = type(e)
+        assert got == want
+
+
+def test_a_float_index_raises_index_error() -> None:
+    """Fuzz seeds 7 and 8: ``x[float_t]`` raised RuntimeError (the meta kernel of ``_unsafe_index``,
+    which lazy_core.fallback._index records); eager raises IndexError."""
+    use_backend("eager")
+    x = lazy(torch.ones(3))
+    with pytest.raises(IndexError, match="tensors used as indices must be long, int, byte or bool"):
+        x[x]
+
+
+def test_an_out_tensor_of_another_shape_is_resized_as_in_eager(backend):
+    """Fuzz seed 4 program 23': ``torch.sub(a, a, out=b)`` with ``b`` of another shape raised
+    NotImplementedError; eager resizes ``b`` (warning when it had elements), and an empty ``out``
+    is the documented way to let an op size its result (tensor._resize_out)."""
+    def run(device: str) -> list[torch.Tensor]:
+        a = torch.tensor([[-2.78, 1.66, 3.24], [1.0, -0.0, 0.5]], dtype=torch.float64, device=device)
+        b = torch.ones(2, 4, dtype=torch.float64, device=device)
+        with pytest.warns(UserWarning, match="was resized"):
+            torch.sub(a, a * 2, out=b)
+        torch.add(b, b, out=a)
+        e = torch.empty(0, device=device)
+        torch.mul(a, 2, out=e)
+        return [a, b, e]
+
+    for got, want in zip(run("lazy"), run("cpu"), strict=True):
+        _same(got.cpu(), want)
+
+
+def test_true_division_in_place_of_an_int_leaves_no_check_behind() -> None:
+    """Fuzz seed 2 program 173: ``int_t.div_(mask)`` raised its cast error, but the integer-division
+    guard had already recorded a zero-divisor check (div_ was not seen as true division), and the
+    next read raised ZeroDivisionError (lazy_core.checks._guard_for)."""
+    use_backend("eager")
+    v0 = lazy(torch.tensor(False))
+    v1 = torch.cumsum(v0, 0)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        v1.div_(v0)
+    assert (v1 * 2).item() == 0

@@ -427,6 +427,25 @@ def _castable(g: Generator, target: torch.Tensor, other: object) -> bool:
         return True
 
 
+def _reads_what_it_writes(dst: torch.Tensor, src: torch.Tensor) -> bool:
+    """Whether eager's in-place/``out=`` kernel may read ``src`` elements it already wrote to
+    ``dst``: they share memory in a layout ATen does not classify (its overlap status is
+    TOO_HARD when either is not non-overlapping and dense, and then it does not check).
+    The result depends on eager's loop order (``torch.mul(v, v.narrow(3, 0, 1), out=v)``);
+    a functional graph cannot have it, and PyTorch documents no value: not generated."""
+    from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
+
+    if dst is src or dst.untyped_storage().data_ptr() != src.untyped_storage().data_ptr():
+        return False
+    if dense(dst) and dense(src):
+        return False  # classified: eager refuses a partial overlap, lazy_core.overlap too
+    size = dst.element_size()
+    span = [(t.storage_offset() * size,
+             (t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True)) + 1) * size)
+            for t in (dst, src)]
+    return span[0][0] < span[1][1] and span[1][0] < span[0][1]
+
+
 def _inplace_category(g: Generator, target: str, castable: bool) -> str:
     if not castable:
         return "inplace_cast"
@@ -447,6 +466,8 @@ def inplace(g: Generator) -> Line | None:
     if r < 0.6:
         b = g.var(lambda x: _broadcasts(t)(x) and torch.broadcast_shapes(t.shape, x.shape) == t.shape)
         if b is None:
+            return None
+        if _reads_what_it_writes(t, g.t(b)):
             return None
         fn = g.rng.choice(_INPLACE[:4] + ["copy_"])
         castable = fn == "copy_" or _castable(g, t, g.t(b))
@@ -491,6 +512,8 @@ def out_variant(g: Generator) -> Line | None:
     b = g.var(_broadcasts(g.t(a)))
     dst = g.var(lambda x: x.shape == torch.broadcast_shapes(g.t(a).shape, g.t(b).shape))
     if dst is None:
+        return None
+    if _reads_what_it_writes(g.t(dst), g.t(a)) or _reads_what_it_writes(g.t(dst), g.t(b)):
         return None
     fn = g.rng.choice(["add", "mul", "sub", "maximum"])
     try:
