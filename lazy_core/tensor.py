@@ -424,13 +424,18 @@ def _bias_of_more_dims(op: Any, margs: tuple, mkwargs: dict) -> bool:
     return dims is not None and bool(margs) and isinstance(margs[0], torch.Tensor) and margs[0].dim() > dims
 
 
-def _odd_index_dtype(schema_args: Any, margs: tuple, mkwargs: dict) -> bool:
-    """An index operand that is not int64/int32 (a mask, a float)."""
+_MASK_INDEXED = ("aten::index_put", "aten::index_put_", "aten::_index_put_impl_")
+
+
+def _odd_index_dtype(op: Any, schema_args: Any, margs: tuple, mkwargs: dict) -> bool:
+    """An index operand that is not int64/int32 (a float; a mask, except where masks index)."""
+    ok = (torch.int64, torch.int32, torch.bool, torch.uint8) if op._schema.name in _MASK_INDEXED \
+        else (torch.int64, torch.int32)
     named = [(schema_args[i].name if i < len(schema_args) else None, a) for i, a in enumerate(margs)]
     for name, a in (*named, *mkwargs.items()):
         if name in _INDEX_ARGS:
             for t in a if isinstance(a, list | tuple) else (a,):
-                if isinstance(t, torch.Tensor) and t.dtype not in (torch.int64, torch.int32):
+                if isinstance(t, torch.Tensor) and t.dtype not in ok:
                     return True
     return False
 
@@ -558,7 +563,7 @@ def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> Any:
     if (len(dtypes) < 2 and not (refused_float or refused_bool or refused_non_float or odd_alpha)
             and not _negative_integer_power(op, margs) and not _dim_out_of_range(p, margs, mkwargs)
             and not _bias_of_more_dims(op, margs, mkwargs) and not _max_of_empty(op, margs)
-            and not _odd_index_dtype(schema_args, margs, mkwargs)):
+            and not _odd_index_dtype(op, schema_args, margs, mkwargs)):
         return None
 
     # Zeros for indices and targets (always in range); ones elsewhere: zeros made
