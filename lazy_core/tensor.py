@@ -23,6 +23,7 @@ from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
 from .op_schema import OpPlan, check_cast, plan
+from .out_dtype import check_out_dtypes
 from .overlap import check_no_partial_overlap
 from .registry import active_backend
 from .views import (
@@ -814,9 +815,17 @@ def _dispatch_general(func: Any, args: tuple, kwargs: dict) -> Any:
             return decomposition(*args, **kwargs)
     if not active_backend().supports_op(func):
         return fallback.run_eagerly(func, args, kwargs, why="unsupported by backend")
-    written = args, kwargs
     if checks.guarded(func):  # safe indices and divisors, device-side checks (lazy_core.checks)
-        args, kwargs = checks.guard(func, args, kwargs)
+        with checks.transaction():
+            return _record_general(func, p, args, kwargs, checks.guard(func, args, kwargs))
+    return _record_general(func, p, args, kwargs, (args, kwargs))
+
+
+def _record_general(func: Any, p: OpPlan, written_args: tuple, written_kwargs: dict,
+                    guarded: tuple[tuple, dict]) -> Any:
+    """Record ``func`` with the ``guarded`` arguments; ``written_*`` are the caller's."""
+    written = written_args, written_kwargs
+    args, kwargs = guarded
     if p.is_view:
         return _view(func, p, args, kwargs)
     if p.mutated:
@@ -950,9 +959,11 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
     _collect_slots(template, slots)
     if len(slots) < len(flat_targets):
         raise NotImplementedError(f"cannot map results of {p.functional} onto the outputs of {func}")
+    result_dtypes = [node.metas[slot.i].dtype for slot in slots[: len(flat_targets)]]  # type: ignore[union-attr]
     if p.casts_result:
-        for target, slot in zip(flat_targets, slots):
-            check_cast(node.metas[slot.i].dtype, target.dtype)  # type: ignore[union-attr]
+        for target, dtype in zip(flat_targets, result_dtypes):
+            check_cast(dtype, target.dtype)
+    check_out_dtypes(func, wargs, wkwargs, flat_targets, result_dtypes)
     for target, slot in zip(flat_targets, slots):
         if tuple(target.shape) != node.metas[slot.i].shape and p.is_out_variant:
             if any(a is target for a in wargs):

@@ -497,6 +497,27 @@ def _on_one_element(op: Any) -> Callable:
     return run
 
 
+def _cumsum(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """cumsum that starts from +0.0, as eager's kernel does (``acc = 0; acc += x[i]``).
+
+    torch-mlir's scan starts from the first element instead, so a prefix of -0.0s kept
+    its sign (fuzz seed 202: ``cumsum([-0.0, -0.0])`` was ``[-0.0, -0.0]``, eager
+    ``[0.0, 0.0]``). The two sums differ only there, so every zero is written as +0.0 (a
+    ``masked_fill``: lavapipe folds ``y + 0.0`` to ``y``). A 0-d input is copied by eager,
+    sign and all.
+    """
+    if x.dim() == 0:
+        return _on_one_element(aten.cumsum.default)(x, dim, dtype=dtype)
+    y = aten.cumsum.default(x, dim, dtype=dtype)
+    return y.masked_fill(y == 0, 0.0)
+
+
+def _floating_cumsum(node: Node) -> bool:
+    """A cumsum whose result is floating point (signs of zeros), or of a 0-d input."""
+    out = node.metas[0] if node.metas else None
+    return _zero_dim_reduction(node) or (out is not None and out.dtype.is_floating_point)
+
+
 def _softmax_0d(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     return aten._softmax.default(x.unsqueeze(0), 0, half_to_float).squeeze(0)
 
@@ -785,6 +806,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.signbit.default] = _no_sign_bit
     for op in _ZERO_DIM_REDUCTIONS:
         table[op] = _on_one_element(op)
+    table[aten.cumsum.default] = _cumsum
     table[aten.sign.default] = table[aten.sgn.default] = _sign
     table[aten.atan2.default] = _atan2
     table[aten.add.Tensor] = _bool_add
@@ -822,6 +844,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._log_softmax_backward_data.default: _zero_dim_input,
     aten.signbit.default: _unsigned_input,
     **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
+    aten.cumsum.default: _floating_cumsum,
     aten.sign.default: _not_bool_input,
     aten.sgn.default: _not_bool_input,
     # Always, but listed so that the atan2 inside the decomposition stays whole.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import subprocess
 import sys
 
@@ -410,8 +411,9 @@ def test_integer_division_by_a_0d_tensor_keeps_the_dividend_dtype(name: str, op:
 @pytest.mark.parametrize("name", on_backends())
 def test_index_select_out_of_range_along_dim_1_raises_runtime_error(name: str) -> None:
     """Found by the fuzzer: the CPU raises RuntimeError ('INDICES element is out of DATA bounds')
-    for index_select along a dim > 0 of a tensor of rank > 1, IndexError along dim 0; the lazy
-    check raised IndexError for both."""
+    for index_select along dim 1 of a tensor of rank > 1 (its dim-1 kernel) and IndexError along
+    every other dim; the lazy check raised IndexError for all, then RuntimeError for every dim > 0
+    (seed 101 program 602: dim 2 of a 3-d tensor)."""
     use_backend(name)
     x, idx = torch.randn(2, 3), torch.tensor([3])
     with pytest.raises(RuntimeError, match="out of DATA bounds"):
@@ -420,6 +422,12 @@ def test_index_select_out_of_range_along_dim_1_raises_runtime_error(name: str) -
         torch.index_select(lazy(x), 1, lazy(idx)).cpu()
     with pytest.raises(IndexError):
         torch.index_select(lazy(x), 0, lazy(torch.tensor([2]))).cpu()
+    x3 = torch.randn(2, 3, 4)
+    for dim in (2, -1):
+        with pytest.raises(IndexError, match="index out of range in self"):
+            torch.index_select(x3, dim, torch.tensor([4]))
+        with pytest.raises(IndexError, match="index out of range in self"):
+            torch.index_select(lazy(x3), dim, lazy(torch.tensor([4]))).cpu()
 
 
 @pytest.mark.timeout(300)
@@ -860,3 +868,82 @@ def test_true_division_in_place_of_an_int_leaves_no_check_behind() -> None:
     with pytest.raises(RuntimeError, match="can't be cast"):
         v1.div_(v0)
     assert (v1 * 2).item() == 0
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_an_op_that_raises_at_the_call_leaves_no_check_behind(name: str) -> None:
+    """Fuzz seed 102 program 1084: the guard records its device-side check (a zero divisor, an
+    index out of range) before the op is recorded; when the op then raised eager's error at the
+    call (an ``out=`` of a dtype the result cannot be cast to), the check stayed and failed a
+    later, innocent read. Checks recorded for a call that raises are dropped
+    (lazy_core.checks.transaction); the op's own check still fires when it is recorded."""
+    use_backend(name)
+    a, b = lazy(torch.tensor([5, 7])), lazy(torch.tensor([0, 2]))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.remainder(a, b, out=lazy(torch.empty(2, dtype=torch.bool)))
+    x = lazy(torch.randn(2, 3))
+    with pytest.raises(RuntimeError, match="must have the same scalar type"):
+        torch.index_select(x, 0, lazy(torch.tensor([5])), out=lazy(torch.empty(1, 3, dtype=torch.int64)))
+    torch.testing.assert_close((a + 1).cpu(), torch.tensor([6, 8]))
+    torch.testing.assert_close((x * 2).cpu(), x.cpu() * 2)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        (a % b).cpu()
+
+
+_EXACT_OUT_DTYPE = {
+    "mm": lambda x, i, out: torch.mm(x, x.t(), out=out),
+    "index_select": lambda x, i, out: torch.index_select(x, 0, i[0], out=out),
+    "gather": lambda x, i, out: torch.gather(x, 0, i.expand(1, 3), out=out),
+    "where": lambda x, i, out: torch.where(x > 0, x, -x, out=out),
+    "neg": lambda x, i, out: torch.neg(x, out=out),
+    "round": lambda x, i, out: torch.round(x, out=out),
+    "tril": lambda x, i, out: torch.tril(x, out=out),
+    "amax": lambda x, i, out: torch.amax(x, 0, out=out),
+    "log_softmax": lambda x, i, out: torch._log_softmax(x, 1, False, out=out),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_EXACT_OUT_DTYPE))
+def test_an_out_tensor_of_another_dtype_raises_where_eager_does(op: str) -> None:
+    """Found with an OpInfo sweep of ``out=`` tensors of another (castable) dtype: 60 ops whose CPU
+    kernels want the result's dtype exactly (mm, gather, index_select, where, neg, round, tril,
+    amax, ...) raise in eager, while their meta kernels accept the tensor and the tracer cast the
+    result into it. The CPU kernel now decides on stand-ins, once per dtype signature
+    (lazy_core.out_dtype); TensorIterator ops still cast, as in eager."""
+    use_backend("eager")
+    fn = _EXACT_OUT_DTYPE[op]
+    x, i = torch.randn(2, 3), torch.tensor([[1]])
+    want = fn(x, i, torch.empty(0))
+    with pytest.raises(RuntimeError) as eager_error:
+        fn(x, i, torch.empty(want.shape, dtype=torch.float64))
+    with pytest.raises(type(eager_error.value), match=re.escape(str(eager_error.value).splitlines()[0])):
+        fn(lazy(x), lazy(i), lazy(torch.empty(want.shape, dtype=torch.float64)))
+    out = lazy(torch.empty(want.shape))
+    fn(lazy(x), lazy(i), out)
+    torch.testing.assert_close(out.cpu(), want)
+
+
+def test_an_out_tensor_eager_casts_into_still_takes_the_cast() -> None:
+    """The counterpart: TensorIterator ops write a castable result into an ``out=`` of another
+    dtype (``add(int, int, out=float64)``, ``sum(int32, out=int32)``), on lazy as in eager."""
+    use_backend("eager")
+    a = torch.tensor([[1, 2, 3], [4, 5, 6]], dtype=torch.int32)
+    for fn in (lambda t, o: torch.add(t, t, out=o), lambda t, o: torch.sum(t, 0, out=o)):
+        for dtype in (torch.float64, torch.int32, torch.int16):
+            want = fn(a, torch.empty(0, dtype=dtype))
+            got = fn(lazy(a), lazy(torch.empty(0, dtype=dtype)))
+            _same(got.cpu(), want)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_cumsum_of_negative_zeros_starts_from_positive_zero(name: str) -> None:
+    """Fuzz seed 202 program 164 (iree-cpu): eager's cumsum starts from +0.0 (``acc = 0;
+    acc += x[i]``), so a prefix of -0.0s sums to +0.0; torch-mlir's scan starts from the first
+    element and kept the sign. Zeros of the lowered cumsum are written as +0.0
+    (lowering.decompositions._cumsum); a 0-d input is still copied, sign and all."""
+    use_backend(name)
+    x = torch.tensor([[-0.0, -0.0, 1.0, -0.0], [0.0, -0.0, -0.0, -0.0]])
+    for fn in (lambda t: torch.cumsum(t, 1), lambda t: torch.cumsum(t, 0),
+               lambda t: torch.cumsum(t, -1, dtype=torch.float64), lambda t: torch.cumsum(t[0, 0], 0),
+               lambda t: torch.cumsum(t.half(), 1), lambda t: torch.cumsum(t / t, 1)):
+        _same(fn(lazy(x)).cpu(), fn(x))
