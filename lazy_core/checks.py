@@ -264,6 +264,8 @@ def _guard_dim_index(exc: type[Exception], prefix: str = "", negative_ok: bool =
 
 
 def _guard_embedding(b: _Bound, op: str, loc: Any) -> None:
+    if b.get("weight").dim() != 2:
+        return  # the op raises eager's "'weight' must be 2-D" at the call
     n = b.get("weight").shape[0]
     b.set("indices", _safe_index(b.get("indices"), 0, n, _Site(IndexError, "index out of range in self", op, loc)))
 

@@ -24,7 +24,7 @@ from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
 from .op_schema import OpPlan, check_cast, plan
 from .out_dtype import check_out_dtypes
-from .overlap import check_no_partial_overlap
+from .overlap import check_no_partial_overlap, check_on_cpu, shares_memory
 from .registry import active_backend
 from .views import (
     INTERNAL_OVERLAP,
@@ -835,7 +835,8 @@ def _record_general(func: Any, p: OpPlan, written_args: tuple, written_kwargs: d
     try:
         node, template = record(func, args, kwargs)
     except _Untraceable as e:
-        return fallback.run_eagerly(func, args, kwargs, why=str(e))
+        # The CPU kernel gets the caller's arguments: the guarded ones hold IR values.
+        return fallback.run_eagerly(func, written_args, written_kwargs, why=str(e))
     return _wrap(node, template, _device_of(args))
 
 
@@ -951,10 +952,12 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
         inputs = [a for a in (*wargs, *wkwargs.values()) if type(a) is LazyTensor]
         if len(inputs) > 1:
             check_no_partial_overlap(flat_targets, inputs)
+    elif shares_memory(flat_targets, wargs, wkwargs):
+        check_on_cpu(func, wargs, wkwargs)
     try:
         node, template = record(p.functional, fargs, fkwargs)
     except _Untraceable as e:
-        return fallback.run_eagerly(func, args, kwargs, why=str(e))
+        return fallback.run_eagerly(func, wargs, wkwargs, why=str(e))
     slots: list[_Slot] = []
     _collect_slots(template, slots)
     if len(slots) < len(flat_targets):

@@ -508,7 +508,13 @@ def _cumsum(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> t
     """
     if x.dim() == 0:
         return _on_one_element(aten.cumsum.default)(x, dim, dtype=dtype)
-    y = aten.cumsum.default(x, dim, dtype=dtype)
+    out_dtype = dtype or x.dtype
+    if out_dtype in (torch.float16, torch.bfloat16):
+        # Accumulated in float32 and rounded once per element, as eager's kernel (and
+        # lowering/half_accumulation.py for the ops it keeps whole).
+        y = aten.cumsum.default(x.to(out_dtype).float(), dim).to(out_dtype)
+    else:
+        y = aten.cumsum.default(x, dim, dtype=dtype)
     return y.masked_fill(y == 0, 0.0)
 
 

@@ -947,3 +947,48 @@ def test_cumsum_of_negative_zeros_starts_from_positive_zero(name: str) -> None:
                lambda t: torch.cumsum(t, -1, dtype=torch.float64), lambda t: torch.cumsum(t[0, 0], 0),
                lambda t: torch.cumsum(t.half(), 1), lambda t: torch.cumsum(t / t, 1)):
         _same(fn(lazy(x)).cpu(), fn(x))
+
+
+_OVERLAPPING_WRITES = {
+    "gather": lambda x, i: torch.gather(x, 0, i, out=x[:3]),
+    "gather_full": lambda x, i: torch.gather(x[:3], 0, i, out=x[:3]),
+    "take": lambda x, i: torch.take(x, i, out=x[3:]),
+    "index_select": lambda x, i: torch.index_select(x, 0, i, out=x[3:]),
+    "cat": lambda x, i: torch.cat([x[:2], x[2:4]], out=x[:4]),
+    "index_copy_": lambda x, i: x[:3].index_copy_(0, i, x[:3]),
+    "scatter_": lambda x, i: x[:3].scatter_(0, i, x[1:4]),
+    "put_": lambda x, i: x[:3].put_(i, x[1:4]),
+    "cumsum": lambda x, i: torch.cumsum(x[:3], 0, out=x[1:4]),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_OVERLAPPING_WRITES))
+def test_an_out_tensor_overlapping_an_input_raises_where_eager_does(op: str) -> None:
+    """Found with OpInfo's error_inputs: kernels outside TensorIterator (gather, take, cat,
+    index_select, index_copy_, scatter_, put_, cumsum, ...) refuse an out= or self that
+    overlaps an input even fully; lazy computed a clean value. The CPU kernel is asked on
+    stand-ins that alias as the lazy tensors do (lazy_core.overlap.check_on_cpu); writes
+    that do not overlap (the last case) still run."""
+    use_backend("eager")
+    fn = _OVERLAPPING_WRITES[op]
+    x, i = torch.arange(6.0), torch.tensor([0, 2, 1])
+    with pytest.raises(RuntimeError, match="unsupported operation") as eager_error:
+        fn(x, i)
+    with pytest.raises(RuntimeError, match=re.escape(str(eager_error.value))):
+        fn(lazy(torch.arange(6.0)), lazy(i))
+    x = lazy(torch.arange(6.0))
+    torch.cat([x[:1], x[1:2]], out=x[4:])
+    _same(x.cpu(), torch.tensor([0.0, 1, 2, 3, 0, 1]))
+
+
+def test_embedding_of_a_weight_not_2d_raises_eagers_error() -> None:
+    """Found with OpInfo's error_inputs: ``F.embedding(i, weight_0d)`` raised IndexError from the
+    index guard (it read ``weight.shape[0]``), and for a 1-d weight the op fell back to the CPU
+    with the guard's IR values as arguments (a TypeError-like RuntimeError naming ``Output``).
+    The guard leaves other shapes to the op, and a fallback gets the caller's arguments."""
+    use_backend("eager")
+    for weight in (torch.tensor(1.0), torch.ones(3), torch.ones(2, 2, 2)):
+        with pytest.raises(RuntimeError, match="'weight' must be 2-D"):
+            F.embedding(torch.tensor([0]), weight)
+        with pytest.raises(RuntimeError, match="'weight' must be 2-D"):
+            F.embedding(lazy(torch.tensor([0])), lazy(weight)).cpu()
