@@ -198,6 +198,11 @@ DECOMPOSED_OPS = (
     # gave -1; fuzz seed 21): decomposed to comparisons (_ONLY_WHEN: not bool).
     aten.sign.default,
     aten.sgn.default,
+    # torch-mlir lowers trunc through a sign (select of -1/0/1 constants) that IREE folds
+    # the same way on a constant splat: ``torch.trunc(torch.ones(3))`` gave -1 (fuzz seed
+    # 300), ``frac`` of it 2. Decomposed to floor/ceil (_ONLY_WHEN: a floating input).
+    aten.trunc.default,
+    aten.frac.default,
     # Reductions over a dim of a 0-d tensor: torch-mlir's pipeline to the
     # backend contract crashed the process (SIGSEGV) on var/std(_mean) and
     # failed to compile the others (fuzz seed 22: ``torch.std(x0d, 0)``). Run
@@ -436,6 +441,21 @@ def _not_bool_input(node: Node) -> bool:
 def _sign(x: torch.Tensor) -> torch.Tensor:
     """-1, 0 or 1 (0 for zeros of either sign and NaN, as eager)."""
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+def _floating_input(node: Node) -> bool:
+    x = node.args[0]
+    return isinstance(x, Output) and x.meta is not None and x.meta.dtype.is_floating_point
+
+
+def _trunc(x: torch.Tensor) -> torch.Tensor:
+    """Rounded toward zero: ceil below zero, floor elsewhere (-0.0, NaN and inf kept)."""
+    return torch.where(x < 0, torch.ceil(x), torch.floor(x))
+
+
+def _frac(x: torch.Tensor) -> torch.Tensor:
+    """``x - trunc(x)``, eager's own formula (NaN for an infinite x)."""
+    return x - _trunc(x)
 
 
 def _negative(v: torch.Tensor) -> torch.Tensor:
@@ -814,6 +834,8 @@ def _table() -> dict[Any, Callable]:
         table[op] = _on_one_element(op)
     table[aten.cumsum.default] = _cumsum
     table[aten.sign.default] = table[aten.sgn.default] = _sign
+    table[aten.trunc.default] = _trunc
+    table[aten.frac.default] = _frac
     table[aten.atan2.default] = _atan2
     table[aten.add.Tensor] = _bool_add
     table[aten.add.Scalar] = _bool_add
@@ -851,6 +873,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.signbit.default: _unsigned_input,
     **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
     aten.cumsum.default: _floating_cumsum,
+    aten.trunc.default: _floating_input,
+    aten.frac.default: _floating_input,
     aten.sign.default: _not_bool_input,
     aten.sgn.default: _not_bool_input,
     # Always, but listed so that the atan2 inside the decomposition stays whole.

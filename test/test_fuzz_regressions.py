@@ -992,3 +992,31 @@ def test_embedding_of_a_weight_not_2d_raises_eagers_error() -> None:
             F.embedding(torch.tensor([0]), weight)
         with pytest.raises(RuntimeError, match="'weight' must be 2-D"):
             F.embedding(lazy(torch.tensor([0])), lazy(weight)).cpu()
+
+
+@pytest.mark.filterwarnings("ignore:.*recompile storm")
+@pytest.mark.parametrize("name", on_backends())
+def test_trunc_and_frac_of_a_constant_splat(name: str) -> None:
+    """Fuzz seed 300 program 374: ``torch.trunc(torch.ones(3))`` gave -1 on iree-cpu and
+    iree-vulkan, ``frac`` of it 2: torch-mlir lowers trunc through a sign (a select of -1/0/1)
+    that IREE folds wrongly on a constant splat, as it did sign itself. trunc and frac of a
+    floating input are decomposed to floor/ceil (lowering.decompositions._trunc)."""
+    use_backend(name)
+    values = torch.tensor([1.0, -1.5, -0.5, 0.5, -0.0, 0.0, float("inf"), -float("inf"), float("nan"), 2.7])
+    for fn in (torch.trunc, torch.fix, torch.frac, lambda x: torch.trunc(torch.ones_like(x)),
+               lambda x: torch.frac(torch.ones_like(x) * 2.5), lambda x: torch.trunc(x.half())):
+        _same(fn(lazy(values)).cpu(), fn(values))
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_reduction_of_a_folded_constant_over_several_dims(name: str) -> None:
+    """Fuzz seed 300 program 141: ``torch.zeros(3, 3).logical_not().float().sum()`` gave 1.0 on
+    iree-cpu (eager 9.0). IREE's elementwise fusion into a reduction over several dims kept
+    the folded producer as an output indexed by the reduction loop, leaving a reduction
+    with no input whose constant llvm-cpu added once. The IREE backends compile with
+    ``--iree-dispatch-creation-element-wise-fuse-multi-reduction=false`` (backends/iree/config.py).
+    The zeros are made on the device: a constant of the graph, not an argument."""
+    use_backend(name)
+    for fn in (lambda z: z.logical_not().float().sum(), lambda z: z.logical_not().sum((0, 1)),
+               lambda z: (z == 0).float().mean(), lambda z: z.logical_not().float().sum(0)):
+        _same(fn(torch.zeros(3, 3, device="lazy")).cpu(), fn(torch.zeros(3, 3)))

@@ -54,6 +54,13 @@ Defaults per target:
   same code generator; a reduction it miscompiles then arrives as a wrong
   literal that no later check can see (``miscompiles.py``). Without it the
   same expressions run once when the module loads, where they are checked.
+* every target: ``--iree-dispatch-creation-element-wise-fuse-multi-reduction=false``.
+  With it, IREE fuses an elementwise producer into a reduction over several
+  dims and keeps the producer's result as an extra output indexed by the
+  reduction loop; a producer that folded to a constant leaves a reduction with
+  no input, whose constant llvm-cpu adds once instead of once per element:
+  ``torch.zeros(3, 3).logical_not().float().sum()`` gave 1.0 (fuzz seed 300).
+  The reduction itself still fuses with what feeds it one dim at a time.
 * llvm-cpu: ``--iree-llvmcpu-target-cpu=host`` (the host's vector units) and
   ``--iree-global-opt-use-im2col-for-convs``. IREE's CPU code for a
   convolution in PyTorch's NCHW layout is a direct loop nest that reaches
@@ -82,6 +89,7 @@ from dataclasses import dataclass
 _DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 _NO_DEMOTE_F64 = f"{_DEMOTE_F64}=false"
 _NO_CONST_EVAL = "--iree-opt-const-eval=false"
+_NO_MULTI_REDUCTION_FUSION = "--iree-dispatch-creation-element-wise-fuse-multi-reduction=false"
 
 
 @dataclass(frozen=True)
@@ -99,10 +107,11 @@ class TargetSpec:
 
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
-                 (_NO_DEMOTE_F64, _NO_CONST_EVAL, "--iree-llvmcpu-target-cpu=host",
+                 (_NO_DEMOTE_F64, _NO_CONST_EVAL, _NO_MULTI_REDUCTION_FUSION, "--iree-llvmcpu-target-cpu=host",
                   "--iree-global-opt-use-im2col-for-convs"))
-VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN", (_NO_DEMOTE_F64, _NO_CONST_EVAL))
-CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", (_NO_DEMOTE_F64, _NO_CONST_EVAL))
+VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
+                    (_NO_DEMOTE_F64, _NO_CONST_EVAL, _NO_MULTI_REDUCTION_FUSION))
+CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", (_NO_DEMOTE_F64, _NO_CONST_EVAL, _NO_MULTI_REDUCTION_FUSION))
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
 INPUT_FORMS = ("raw", "torch", "linalg")
