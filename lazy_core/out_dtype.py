@@ -21,8 +21,10 @@ from typing import Any
 
 import torch
 
-#: (op, dtype signature) -> the error to raise, or None (eager writes the result).
-_verdicts: dict[tuple, BaseException | None] = {}
+#: (op, dtype signature) -> the error to raise (its class and arguments), or None (eager
+#: writes the result). Not the exception itself: its traceback holds the frames that held
+#: the lazy tensors, which would stay alive with it.
+_verdicts: dict[tuple, tuple[type, tuple] | None] = {}
 _VERDICTS_LIMIT = 4096
 #: Stand-ins of more elements than this are not made; the cast stays as it was.
 _MAX_ELEMENTS = 1 << 20
@@ -40,12 +42,13 @@ def check_out_dtypes(op: Any, args: tuple, kwargs: dict, written: list[Any],
         if len(_verdicts) >= _VERDICTS_LIMIT:
             _verdicts.clear()
         _verdicts[key] = _ask_cpu(op, args, kwargs, written, result_dtypes)
-    error = _verdicts[key]
-    if error is not None:
+    verdict = _verdicts[key]
+    if verdict is not None:
+        kind, error_args = verdict
         try:
-            fresh = type(error)(*error.args)
+            fresh = kind(*error_args)
         except Exception:  # noqa: BLE001 - an exception type that takes other arguments
-            fresh = RuntimeError(str(error))
+            fresh = RuntimeError(*error_args)
         raise fresh
 
 
@@ -60,7 +63,7 @@ def _signature(x: Any) -> Any:
 
 
 def _ask_cpu(op: Any, args: tuple, kwargs: dict, written: list[Any],
-             result_dtypes: list[torch.dtype]) -> BaseException | None:
+             result_dtypes: list[torch.dtype]) -> tuple[type, tuple] | None:
     total = 0
     retyped = {id(t): d for t, d in zip(written, result_dtypes)}
 
@@ -77,7 +80,7 @@ def _ask_cpu(op: Any, args: tuple, kwargs: dict, written: list[Any],
 
     names = [a.name for a in op._schema.arguments]
 
-    def call(as_result: bool) -> BaseException | None:
+    def call(as_result: bool) -> tuple[type, tuple] | None:
         nonlocal total
         total = 0
         cargs = [stand_in(a, names[i] if i < len(names) else None, as_result) for i, a in enumerate(args)]
@@ -87,7 +90,7 @@ def _ask_cpu(op: Any, args: tuple, kwargs: dict, written: list[Any],
         try:
             op(*cargs, **ckwargs)
         except Exception as e:  # noqa: BLE001 - whichever the kernel raises is eager's
-            return e
+            return type(e), e.args
         return None
 
     error = call(as_result=False)
