@@ -62,15 +62,22 @@ def _signature(x: Any) -> Any:
     return type(x)
 
 
+def _elements(x: Any) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.numel()
+    if isinstance(x, list | tuple):
+        return sum(_elements(v) for v in x)
+    return 0
+
+
 def _ask_cpu(op: Any, args: tuple, kwargs: dict, written: list[Any],
              result_dtypes: list[torch.dtype]) -> tuple[type, tuple] | None:
-    total = 0
+    if _elements(list(args) + list(kwargs.values())) > _MAX_ELEMENTS:
+        return None
     retyped = {id(t): d for t, d in zip(written, result_dtypes)}
 
     def stand_in(x: Any, name: str | None, as_result: bool) -> Any:
-        nonlocal total
         if isinstance(x, torch.Tensor):
-            total += x.numel()
             dtype = retyped.get(id(x), x.dtype) if as_result else x.dtype
             zero = name in _INDEX_ARGS and dtype != torch.bool  # a mask selects all
             return torch.empty_strided(tuple(x.shape), x.stride(), dtype=dtype).fill_(0 if zero else 1)
@@ -81,12 +88,8 @@ def _ask_cpu(op: Any, args: tuple, kwargs: dict, written: list[Any],
     names = [a.name for a in op._schema.arguments]
 
     def call(as_result: bool) -> tuple[type, tuple] | None:
-        nonlocal total
-        total = 0
         cargs = [stand_in(a, names[i] if i < len(names) else None, as_result) for i, a in enumerate(args)]
         ckwargs = {k: stand_in(v, k, as_result) for k, v in kwargs.items()}
-        if total > _MAX_ELEMENTS:
-            return None
         try:
             op(*cargs, **ckwargs)
         except Exception as e:  # noqa: BLE001 - whichever the kernel raises is eager's

@@ -119,7 +119,7 @@ def check_on_cpu(op: Any, args: tuple, kwargs: dict) -> None:
     try:
         cargs = [stand_in(a, names[i] if i < len(names) else None) for i, a in enumerate(args)]
         ckwargs = {k: stand_in(v, k) for k, v in kwargs.items()}
-    except _TooLarge:
+    except Exception:  # noqa: BLE001 - too large, or a view the CPU cannot replay: unchecked
         return
     try:
         op(*cargs, **ckwargs)
