@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import resource
 
+import pytest
 import torch
 
 import lazy_core
@@ -39,8 +40,6 @@ def test_an_error_raised_at_the_call_keeps_no_tensor_alive(eager_backend):
     """CI's test_5000_steps_flat found 45 live storages: the out= dtype verdicts
     (lazy_core/out_dtype.py) kept each CPU error with its traceback, whose frames held
     the lazy arguments. Errors raised at the call, remembered or not, leave nothing behind."""
-    import pytest
-
     gc.collect()
     before = len(executor().live_storages())
     for _ in range(3):
