@@ -15,6 +15,11 @@ from typing import Any
 
 import torch
 
+#: Arguments that hold indices. The CPU stand-ins that ask a kernel for its verdict
+#: (tensor, out_dtype, overlap) fill them with zeros, always in range; a bool mask of
+#: that name stays ones (it selects everything).
+INDEX_ARGS = ("index", "indices")
+
 aten = torch.ops.aten
 
 # Scalar-typed arguments whose value decides the output shape: never lifted.

@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from .op_schema import INDEX_ARGS as _INDEX_ARGS
+
 #: (op, dtype signature) -> the error to raise (its class and arguments), or None (eager
 #: writes the result). Not the exception itself: its traceback holds the frames that held
 #: the lazy tensors, which would stay alive with it.
@@ -28,7 +30,6 @@ _verdicts: dict[tuple, tuple[type, tuple] | None] = {}
 _VERDICTS_LIMIT = 4096
 #: Stand-ins of more elements than this are not made; the cast stays as it was.
 _MAX_ELEMENTS = 1 << 20
-_INDEX_ARGS = ("index", "indices")
 
 
 def check_out_dtypes(op: Any, args: tuple, kwargs: dict, written: list[Any],

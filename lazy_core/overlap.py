@@ -25,6 +25,8 @@ from torch._prims_common import (
     is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense,
 )
 
+from .op_schema import INDEX_ARGS as _INDEX_ARGS
+
 PARTIAL_OVERLAP = (
     "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
     "single memory location. Please clone() the tensor before performing the operation."
@@ -65,7 +67,6 @@ def check_no_partial_overlap(targets: list[Any], inputs: list[Any]) -> None:
 
 #: Stand-in storages of more elements than this are not made (the write goes unchecked).
 _MAX_ELEMENTS = 1 << 20
-_INDEX_ARGS = ("index", "indices")
 
 
 def _lazy_tensors(x: Any) -> list[Any]:

@@ -22,7 +22,7 @@ from . import registry as _registry
 from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
-from .op_schema import OpPlan, check_cast, plan
+from .op_schema import INDEX_ARGS, OpPlan, check_cast, plan
 from .out_dtype import check_out_dtypes
 from .overlap import check_no_partial_overlap, check_on_cpu, shares_memory
 from .registry import active_backend
@@ -401,7 +401,7 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
     return entry
 
 
-_INDEX_ARGS = ("index", "indices")
+_INDEX_ARGS = INDEX_ARGS
 
 
 def _negative_integer_power(op: Any, margs: tuple) -> bool:
