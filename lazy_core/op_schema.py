@@ -62,6 +62,8 @@ _CPU_DTYPE_CHECKED = {
     # Not a dtype mix: ``int_tensor ** -1`` raises on the CPU ("Integers to
     # negative integer powers are not allowed") and passes on meta.
     "pow",
+    # Not dtypes: arguments the CPU kernel refuses (tensor._CPU_CHECK_WHEN says which).
+    "bucketize", "masked_scatter", "masked_scatter_", "as_strided_scatter",
 }
 
 # Ops defined only on integers and bools. Their meta kernels accept floats

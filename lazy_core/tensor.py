@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -447,6 +448,64 @@ def _max_of_empty(op: Any, margs: tuple) -> bool:
             and margs[0].numel() == 0)
 
 
+def _arg(op: Any, margs: tuple, mkwargs: dict, name: str, default: Any = None) -> Any:
+    """Argument ``name`` of a call of ``op``, positional or keyword."""
+    for i, a in enumerate(op._schema.arguments):
+        if a.name == name:
+            return margs[i] if i < len(margs) else mkwargs.get(name, default)
+    return default
+
+
+def _bad_conv_params(op: Any, margs: tuple, mkwargs: dict) -> bool:
+    """A convolution whose stride, padding, dilation, output padding or groups eager refuses.
+
+    The meta kernel computes a shape from any of them: on iree-cpu ``conv2d(dilation=-1)``
+    and ``conv_transpose2d(stride=0)`` returned values and ``conv1d(dilation=0)`` raised
+    only at the read (OpInfo's error inputs); ATen's ``check_shape_forward`` and the
+    transposed kernels' shape checks refuse them at the call.
+    """
+    def ints(name: str) -> list[int]:
+        v = _arg(op, margs, mkwargs, name, ())
+        return [v] if isinstance(v, int) else list(v or ())
+
+    stride, dilation, output_padding = ints("stride"), ints("dilation"), ints("output_padding")
+    if any(s <= 0 for s in stride) or any(d <= 0 for d in dilation) or any(p < 0 for p in ints("padding")):
+        return True
+    if any(p < 0 for p in output_padding) or (_arg(op, margs, mkwargs, "groups", 1) or 1) <= 0:
+        return True
+    return bool(_arg(op, margs, mkwargs, "transposed", False)) and any(
+        p >= s and p >= d for p, s, d in zip(output_padding, stride, dilation))
+
+
+def _strided_past_the_end(op: Any, margs: tuple, mkwargs: dict) -> bool:
+    """``as_strided_scatter`` whose view reaches past ``self``'s elements (eager's setStorage error)."""
+    self, size, stride = margs[0], _arg(op, margs, mkwargs, "size", ()), _arg(op, margs, mkwargs, "stride", ())
+    if not isinstance(self, torch.Tensor) or any(n == 0 for n in size):
+        return False
+    offset = _arg(op, margs, mkwargs, "storage_offset") or 0
+    return offset + sum((n - 1) * s for n, s in zip(size, stride)) >= self.numel()
+
+
+def _tensor_arg(op: Any, margs: tuple, mkwargs: dict, name: str) -> torch.Tensor | None:
+    t = _arg(op, margs, mkwargs, name)
+    return t if isinstance(t, torch.Tensor) else None
+
+
+#: Operands whose meta kernels accept what the CPU kernel refuses, by schema name: the
+#: predicate says when to ask the CPU kernel (``_cpu_dtype_check``). Found with OpInfo's
+#: ``error_inputs`` run on iree-cpu: each returned a value or raised only at the read.
+_CPU_CHECK_WHEN: dict[str, Callable[[Any, tuple, dict], bool]] = {
+    "aten::convolution": _bad_conv_params,
+    "aten::_convolution": _bad_conv_params,
+    "aten::bucketize": lambda op, a, k: (b := _tensor_arg(op, a, k, "boundaries")) is not None and b.dim() != 1,
+    "aten::masked_scatter": lambda op, a, k: (m := _tensor_arg(op, a, k, "mask")) is not None
+    and m.dtype != torch.bool,
+    "aten::masked_scatter_": lambda op, a, k: (m := _tensor_arg(op, a, k, "mask")) is not None
+    and m.dtype != torch.bool,
+    "aten::as_strided_scatter": _strided_past_the_end,
+}
+
+
 def _dim_out_of_range(p: OpPlan, margs: tuple, mkwargs: dict) -> bool:
     """Whether a ``dim`` the meta kernel does not check lies outside its first operand's dims."""
     if p.dim_index < 0 or not margs or not isinstance(margs[0], torch.Tensor):
@@ -564,7 +623,8 @@ def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> Any:
     if (len(dtypes) < 2 and not (refused_float or refused_bool or refused_non_float or odd_alpha)
             and not _negative_integer_power(op, margs) and not _dim_out_of_range(p, margs, mkwargs)
             and not _bias_of_more_dims(op, margs, mkwargs) and not _max_of_empty(op, margs)
-            and not _odd_index_dtype(op, schema_args, margs, mkwargs)):
+            and not _odd_index_dtype(op, schema_args, margs, mkwargs)
+            and not (op._schema.name in _CPU_CHECK_WHEN and _CPU_CHECK_WHEN[op._schema.name](op, margs, mkwargs))):
         return None
 
     # Zeros for indices and targets (always in range); ones elsewhere: zeros made

@@ -21,6 +21,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import backend_unavailable_reason, requested_backends, use_backend
 
 import lazy_core
@@ -421,3 +422,45 @@ def test_non_float_inputs_and_odd_alphas_raise_like_eager(backend_name: str) -> 
     }
     for what, fn in accepted.items():
         torch.testing.assert_close(fn(lx, lm).cpu(), fn(x, m), msg=what)
+
+
+_ARGUMENTS_REFUSED = {
+    "conv1d dilation 0": lambda x, w: F.conv1d(x[0], w[:, :, 0], dilation=0),
+    "conv2d dilation -1": lambda x, w: F.conv2d(x, w, dilation=-1),
+    "conv2d padding -1": lambda x, w: F.conv2d(x, w, padding=-1),
+    "conv_transpose2d stride 0": lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), stride=0),
+    "conv_transpose2d padding -1": lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), padding=-1),
+    "conv_transpose2d output_padding >= stride and dilation":
+        lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), output_padding=2),
+    "bucketize with 2-d boundaries": lambda x, w: torch.bucketize(x, w),
+    "masked_scatter with a uint8 mask": lambda x, w: x.masked_scatter((x > 0).to(torch.uint8), x),
+    "masked_scatter_ with an int64 mask": lambda x, w: x.clone().masked_scatter_((x > 0).long(), x),
+    "as_strided_scatter past the end": lambda x, w: torch.as_strided_scatter(x.flatten(), w[0, 0], (2, 2), (49, 1)),
+}
+
+
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_arguments_the_cpu_kernel_refuses_raise_at_the_call_like_eager(backend_name: str) -> None:
+    """OpInfo's error inputs run on iree-cpu: ``conv2d(dilation=-1)``, ``conv_transpose2d``
+    with a stride of 0, a negative padding or too large an output padding returned values;
+    ``conv1d(dilation=0)``, ``bucketize`` with 2-d boundaries, ``masked_scatter`` with a uint8
+    mask and an ``as_strided_scatter`` past the end raised only at the read. Their meta kernels
+    compute a shape where ATen's checks refuse; lazy_core asks the CPU kernel when an argument
+    is one of those (``tensor._CPU_CHECK_WHEN``), so eager's error comes at the call."""
+    use_backend(backend_name)
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(2, 2, 2, 2)
+    for fn in _ARGUMENTS_REFUSED.values():  # a failure shows the lambda, which names the op
+        with pytest.raises(RuntimeError) as expected:
+            fn(x, w)
+        with pytest.raises(RuntimeError, match=re.escape(str(expected.value).splitlines()[0][:40])):
+            fn(x.to("lazy"), w.to("lazy"))  # no read: the call itself raises
+    accepted = {
+        "conv2d dilation 2": lambda x, w: F.conv2d(x, w, dilation=2, padding=1),
+        "conv_transpose2d output_padding < stride": lambda x, w: F.conv_transpose2d(
+            x, w.transpose(0, 1), stride=2, output_padding=1),
+        "bucketize": lambda x, w: torch.bucketize(x, w.flatten().sort().values),
+        "masked_scatter": lambda x, w: x.masked_scatter(x > 0, -x),
+    }
+    lx, lw = x.to("lazy"), w.to("lazy")
+    for what, fn in accepted.items():
+        torch.testing.assert_close(fn(lx, lw).cpu(), fn(x, w), msg=what)
