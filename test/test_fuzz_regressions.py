@@ -1020,3 +1020,25 @@ def test_reduction_of_a_folded_constant_over_several_dims(name: str) -> None:
     for fn in (lambda z: z.logical_not().float().sum(), lambda z: z.logical_not().sum((0, 1)),
                lambda z: (z == 0).float().mean(), lambda z: z.logical_not().float().sum(0)):
         _same(fn(torch.zeros(3, 3, device="lazy")).cpu(), fn(torch.zeros(3, 3)))
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_constant_results_of_several_dtypes_in_one_graph(name: str) -> None:
+    """Fuzz seed 600 program 79: a graph whose results depend on no argument (a ``masked_fill``
+    of int32 zeros under a mask of False, its ``tanh``, its ``clamp_min``, a ``logical_not``)
+    gave 1 and 1.4e-45 for the zeros on iree-cpu and iree-vulkan, the bits of the bool ``True``.
+    IREE hoisted the constant subexpressions into globals filled when the module loads and
+    read the i32 and f32 ones from the i1 one's offset. The IREE backends compile with
+    ``--iree-opt-const-expr-hoisting=false`` (backends/iree/config.py)."""
+    use_backend(name)
+
+    def program(dev: str) -> list[torch.Tensor]:
+        v0 = torch.zeros((), dtype=torch.int32, device=dev)
+        v1 = v0.to(torch.bool)
+        v2 = v0.masked_fill(v0 > 1.0, 0.5)
+        v5 = torch.tanh(v2)
+        v6 = v2.clamp_min(0.0)
+        return [v0, v1, v2, v5, v6, torch.logical_not(v6), torch.fmax(v1, v5)]
+
+    for got, want in zip(program("lazy"), program("cpu")):
+        _same(got.cpu(), want)

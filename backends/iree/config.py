@@ -61,6 +61,16 @@ Defaults per target:
   no input, whose constant llvm-cpu adds once instead of once per element:
   ``torch.zeros(3, 3).logical_not().float().sum()`` gave 1.0 (fuzz seed 300).
   The reduction itself still fuses with what feeds it one dim at a time.
+* every target: ``--iree-opt-const-expr-hoisting=false``. IREE moves
+  subexpressions that depend on no argument into globals computed when the
+  module loads; with results of several element types from one such
+  computation, IREE 3.13 packed the globals into one resource and read the
+  i32 and f32 results from the i1 result's offset: a graph returning
+  ``masked_fill(zeros(int32), mask_of_false, 0.5)`` next to a ``logical_not``
+  of it gave 1 and 1.4e-45 (the bits of ``true``) on llvm-cpu and Vulkan
+  (fuzz seed 600; the raw input form fails to compile with "invalid Read
+  access range ... of resource %__hoisted_tensor_i1 with size 1"). Such
+  subexpressions now run with the rest of the graph, each call.
 * llvm-cpu: ``--iree-llvmcpu-target-cpu=host`` (the host's vector units) and
   ``--iree-global-opt-use-im2col-for-convs``. IREE's CPU code for a
   convolution in PyTorch's NCHW layout is a direct loop nest that reaches
@@ -90,6 +100,9 @@ _DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 _NO_DEMOTE_F64 = f"{_DEMOTE_F64}=false"
 _NO_CONST_EVAL = "--iree-opt-const-eval=false"
 _NO_MULTI_REDUCTION_FUSION = "--iree-dispatch-creation-element-wise-fuse-multi-reduction=false"
+_NO_HOISTING = "--iree-opt-const-expr-hoisting=false"
+#: Correctness flags every target takes (see the module docstring).
+_CORRECTNESS = (_NO_DEMOTE_F64, _NO_CONST_EVAL, _NO_MULTI_REDUCTION_FUSION, _NO_HOISTING)
 
 
 @dataclass(frozen=True)
@@ -107,11 +120,10 @@ class TargetSpec:
 
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
-                 (_NO_DEMOTE_F64, _NO_CONST_EVAL, _NO_MULTI_REDUCTION_FUSION, "--iree-llvmcpu-target-cpu=host",
-                  "--iree-global-opt-use-im2col-for-convs"))
+                 (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"))
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
-                    (_NO_DEMOTE_F64, _NO_CONST_EVAL, _NO_MULTI_REDUCTION_FUSION))
-CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", (_NO_DEMOTE_F64, _NO_CONST_EVAL, _NO_MULTI_REDUCTION_FUSION))
+                    _CORRECTNESS)
+CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
 INPUT_FORMS = ("raw", "torch", "linalg")
