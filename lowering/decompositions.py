@@ -144,10 +144,22 @@ DECOMPOSED_OPS = (
     # linalg nor IREE legalizes. Decomposed to a strided ``slice_scatter``.
     aten.diagonal_scatter.default,
     # ``bool_tensor + True``: torch-mlir lowers it as i1 addition, where
-    # 1 + 1 wraps to 0 (eager: True). Decomposed to a logical or only for a
-    # bool tensor plus a Python bool (_ONLY_WHEN); bool + bool tensors are right.
+    # 1 + 1 wraps to 0 (eager: True). Decomposed to a logical or for a bool
+    # tensor plus a Python bool or a bool tensor (_ONLY_WHEN): the sum of two
+    # bool tensors is right on data but IREE folds it as i1 addition once its
+    # operands are constants (``ones(3).bool() + ones(3).bool()`` was False on
+    # iree-cpu, fuzz seed 600).
     aten.add.Tensor,
     aten.add.Scalar,
+    # ``addmm``/``addbmm`` with alpha 0 and ``addmm``/``addbmm``/``baddbmm``
+    # with beta 0: eager's BLAS call skips the scaled term, so an inf in the
+    # product or a NaN in ``self`` does not reach the result; torch-mlir's
+    # ``beta * self + alpha * mm`` gave NaN (fuzz seed 601:
+    # ``addmm(v, inf_m, inf_m.t(), beta=0, alpha=False)``, eager zeros).
+    # Only for constant zeros (_ONLY_WHEN): other scales are graph arguments.
+    aten.addmm.default,
+    aten.addbmm.default,
+    aten.baddbmm.default,
     # Shifts by a tensor amount. ``x << y`` has no torch-dialect definition
     # (only the Scalar forms and ``bitwise_left_shift``), so it ran eagerly
     # and cut the graph in two; and torch-mlir lowers ``bitwise_*_shift`` to
@@ -222,6 +234,7 @@ _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_l
 SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divide.Scalar, aten.div.Tensor_mode,
                                       aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar,
                                       aten.isin.Tensor_Scalar, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self,
+                                      aten.addmm.default, aten.addbmm.default, aten.baddbmm.default,
                                       *_SCALAR_SHIFTS})
 
 
@@ -583,17 +596,51 @@ def _diagonal_scatter(x: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1:
     return torch.movedim(flat.reshape(moved.shape), (-2, -1), (d1, d2))
 
 
-def _bool_add(x: torch.Tensor, other: bool, alpha: Any = 1) -> torch.Tensor:
-    """``x + other * alpha`` for a bool ``x`` and Python bool ``other``: a logical or."""
-    if other and alpha:
-        return torch.logical_or(x, torch.ones_like(x))
-    return x.clone()
+def _bool_add(x: torch.Tensor, other: bool | torch.Tensor, alpha: Any = 1) -> torch.Tensor:
+    """``x + other * alpha`` for a bool ``x`` and a Python bool or bool tensor ``other``: a logical or."""
+    if not alpha:
+        return x.clone() if not isinstance(other, torch.Tensor) else torch.logical_or(x, torch.zeros_like(other))
+    if isinstance(other, torch.Tensor):
+        return torch.logical_or(x, other)
+    return torch.logical_or(x, torch.ones_like(x)) if other else x.clone()
 
 
-def _bool_plus_python_bool(node: Node) -> bool:
+def _zero_scaled(product: Callable, alpha_skipped: bool) -> Callable:
+    """``beta * self + alpha * product(m1, m2)`` as eager's BLAS call computes it when a scale is 0:
+    a zero beta drops ``self``, a zero alpha (where ``alpha_skipped``) drops the product."""
+
+    def decomposed(self: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, *, beta: Any = 1,
+                   alpha: Any = 1) -> torch.Tensor:
+        prod = product(m1, m2)
+        if alpha_skipped and _constant(alpha, 0):
+            if _constant(beta, 0):
+                return torch.zeros_like(prod)
+            scaled = self if _constant(beta, 1) else self * beta
+            return scaled.expand(prod.shape).clone()
+        return prod if _constant(alpha, 1) else prod * alpha  # beta == 0: self is not read
+
+    return decomposed
+
+
+def _zero_scale(node: Node) -> bool:
+    """A scale that is the constant 0 (alpha counts only where eager skips it); the other
+    scale may be a graph argument (never 0: 0 and 1 are constants)."""
+    beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
+    return _constant(beta, 0) or (_constant(alpha, 0) and node.op is not aten.baddbmm.default)
+
+
+def _constant(v: Any, value: int) -> bool:
+    """Whether ``v`` is a Python number equal to ``value`` (a scalar argument is not)."""
+    return type(v) in (int, float, bool) and v == value
+
+
+def _bool_plus_bool(node: Node) -> bool:
+    """A bool tensor plus a Python bool or a bool tensor, with a bool result."""
     x, other = node.args[0], node.args[1] if len(node.args) > 1 else None
+    other_is_bool = isinstance(other, bool) or (
+        isinstance(other, Output) and other.meta is not None and other.meta.dtype == torch.bool)
     return (isinstance(x, Output) and x.meta is not None and x.meta.dtype == torch.bool
-            and isinstance(other, bool) and node.metas[0] is not None and node.metas[0].dtype == torch.bool)
+            and other_is_bool and node.metas[0] is not None and node.metas[0].dtype == torch.bool)
 
 
 def _shift_operands(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
@@ -839,6 +886,9 @@ def _table() -> dict[Any, Callable]:
     table[aten.atan2.default] = _atan2
     table[aten.add.Tensor] = _bool_add
     table[aten.add.Scalar] = _bool_add
+    table[aten.addmm.default] = _zero_scaled(torch.mm, alpha_skipped=True)
+    table[aten.addbmm.default] = _zero_scaled(lambda a, b: torch.bmm(a, b).sum(0), alpha_skipped=True)
+    table[aten.baddbmm.default] = _zero_scaled(torch.bmm, alpha_skipped=False)
     table[aten.__lshift__.Tensor] = table[aten.bitwise_left_shift.Tensor] = _shift_left
     table[aten.__rshift__.Tensor] = table[aten.bitwise_right_shift.Tensor] = _shift_right
     table[aten.__lshift__.Scalar] = table[aten.bitwise_left_shift.Tensor_Scalar] = _shift_left_scalar
@@ -862,8 +912,11 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys(_SCALAR_SHIFTS, _shift_amount_needs_checks),
     aten.div.Tensor_mode: _floor_division,
     aten.div.Scalar_mode: _floor_division,
-    aten.add.Tensor: _bool_plus_python_bool,
-    aten.add.Scalar: _bool_plus_python_bool,
+    aten.add.Tensor: _bool_plus_bool,
+    aten.add.Scalar: _bool_plus_bool,
+    aten.addmm.default: _zero_scale,
+    aten.addbmm.default: _zero_scale,
+    aten.baddbmm.default: _zero_scale,
     aten.isin.Tensor_Tensor: _small_isin_table,
     aten.isin.Tensor_Scalar: _small_isin_table,
     aten._softmax.default: _zero_dim_input,
@@ -936,7 +989,7 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
             for v in x:
                 collect(v)
 
-    collect((node.args, node.kwargs))
+    collect((node.args, tuple(node.kwargs.values())))  # the order ``run`` substitutes them in
 
     # A runtime scalar's 0-d stand-in takes the result dtype, as PyTorch converts a
     # Python number (an f64 0-d tensor would promote an integer ``self`` to f64).

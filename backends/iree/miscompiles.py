@@ -29,6 +29,19 @@ the precision of ``x - y * trunc(x / y)`` and lavapipe computes exactly that:
 multiple of y wherever x / y rounds). fmod, remainder and floating floor
 division all reach ``arith.remf``, so a Vulkan graph holding one is refused and
 runs op by op on the CPU, where it is exact.
+
+Two sorts writing in place into one value. ``iree_linalg_ext.sort`` sorts its
+operands in place: its dispatch's results are tied to the values it sorts and
+to an index tensor (an iota), and two sorts of one shape along one dim share
+that iota (CSE), as ``sort(y)`` and ``sort(y, descending=True)`` share ``y``.
+IREE 3.13 then inserts the copies each in-place write needs
+(``MaterializeCopyOnWrite``), its canonicalizer turns the copy of a dispatch's
+result into a second run of that dispatch, and the next CSE merges the two
+runs back: both sorts write into one buffer and the second one reads the
+first one's output. ``topk(x, k, largest=False)`` next to ``topk(x, k)`` gave
+the largest values (fuzz seed 601), and the second of any two ``argsort``s of
+equal shapes got the first one's permutation. A flow-phase graph with a value
+tied to two dispatches of which one sorts is refused.
 """
 
 from __future__ import annotations
@@ -37,7 +50,7 @@ import re
 
 #: One linalg.generic as IREE prints it at the flow phase (no lowering configs yet).
 _GENERIC = re.compile(
-    r"linalg\.generic\s*\{(?P<attrs>[^{}]*?)\}\s*ins\((?P<ins>[^)]*)\)\s*outs\((?P<outs>[^)]*)\)"
+    r"linalg\.generic\s*\{(?P<attrs>[^{}]*?)\}\s*(?:ins\((?P<ins>[^)]*)\)\s*)?outs\((?P<outs>[^)]*)\)"
     r"(?:\s*attrs\s*=\s*\{[^{}]*\})?\s*\{\s*\^bb0\((?P<args>[^)]*)\):(?P<body>.*?)linalg\.yield(?P<yield>[^\n]*)",
     re.S,
 )
@@ -57,8 +70,9 @@ def invariant_reductions(flow_ir: str) -> list[str]:
         n_outs = len(_VALUE.findall(m.group("outs").split(":")[0]))
         inputs = set(args[: len(args) - n_outs])
         outs = set(args[len(args) - n_outs:])
-        if not inputs:
-            continue
+        # No inputs at all (a folded producer fused into the reduction, as without hoisting
+        # ``(x == x).sum()`` became): every yielded value is then invariant unless it uses
+        # ``linalg.index``.
         variant = set(inputs)
         for line in m.group("body").splitlines():
             d = _DEF.match(line)
@@ -78,6 +92,27 @@ def inexact_on_spirv(flow_ir: str) -> list[str]:
     return [line.strip() for line in _LOC.sub("", flow_ir).splitlines() if "arith.remf" in line]
 
 
+#: A dispatch at the flow phase: its executable entry, operands and results (tied ones are ``%names``).
+_DISPATCH = re.compile(r"flow\.dispatch @(?P<entry>[^(\s]+)\((?P<operands>[^)]*)\)\s*:\s*\(.*?\)\s*->\s*(?P<results>.*)$")
+
+
+def shared_in_place_sorts(flow_ir: str) -> list[str]:
+    """The dispatch lines of ``flow_ir`` that write in place into a value another dispatch also
+    writes into, where one of them sorts (see the module docstring)."""
+    tied: dict[str, list[str]] = {}
+    for line in _LOC.sub("", flow_ir).splitlines():
+        m = _DISPATCH.search(line)
+        if m is None:
+            continue
+        results = m.group("results").split("{")[0]  # attributes after the types are not results
+        for value in set(_VALUE.findall(results)):
+            tied.setdefault(value, []).append(line.strip())
+    for lines in tied.values():
+        if len(lines) > 1 and any("sort" in _DISPATCH.search(line).group("entry") for line in lines):
+            return lines
+    return []
+
+
 def refusal(flow_ir: str, target_backend: str) -> tuple[str, str, str] | None:
     """Why ``flow_ir`` must not be compiled for ``target_backend``, or None:
     (metrics counter, reason, the offending IR). Kept here, not in the compiler,
@@ -88,6 +123,12 @@ def refusal(flow_ir: str, target_backend: str) -> tuple[str, str, str] | None:
                 "a reduction whose combined value ignores its input (IREE folded it to a constant): "
                 "IREE 3.13's vectorizer combines it once instead of once per element, a wrong value, "
                 "so the graph is not compiled", bad[0])
+    shared = shared_in_place_sorts(flow_ir)
+    if shared:
+        return ("iree_refused_shared_sort",
+                "two sorts write in place into one buffer (IREE merges the copy each needs): the second "
+                "would read the first one's output, a wrong value, so the graph is not compiled",
+                "\n".join(shared))
     inexact = inexact_on_spirv(flow_ir) if target_backend == "vulkan-spirv" else []
     if inexact:
         return ("iree_refused_inexact",
