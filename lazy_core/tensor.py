@@ -491,6 +491,11 @@ def _tensor_arg(op: Any, margs: tuple, mkwargs: dict, name: str) -> torch.Tensor
     return t if isinstance(t, torch.Tensor) else None
 
 
+def _non_bool_mask(op: Any, margs: tuple, mkwargs: dict) -> bool:
+    mask = _tensor_arg(op, margs, mkwargs, "mask")
+    return mask is not None and mask.dtype != torch.bool
+
+
 #: Operands whose meta kernels accept what the CPU kernel refuses, by schema name: the
 #: predicate says when to ask the CPU kernel (``_cpu_dtype_check``). Found with OpInfo's
 #: ``error_inputs`` run on iree-cpu: each returned a value or raised only at the read.
@@ -498,10 +503,8 @@ _CPU_CHECK_WHEN: dict[str, Callable[[Any, tuple, dict], bool]] = {
     "aten::convolution": _bad_conv_params,
     "aten::_convolution": _bad_conv_params,
     "aten::bucketize": lambda op, a, k: (b := _tensor_arg(op, a, k, "boundaries")) is not None and b.dim() != 1,
-    "aten::masked_scatter": lambda op, a, k: (m := _tensor_arg(op, a, k, "mask")) is not None
-    and m.dtype != torch.bool,
-    "aten::masked_scatter_": lambda op, a, k: (m := _tensor_arg(op, a, k, "mask")) is not None
-    and m.dtype != torch.bool,
+    "aten::masked_scatter": _non_bool_mask,
+    "aten::masked_scatter_": _non_bool_mask,
     "aten::as_strided_scatter": _strided_past_the_end,
 }
 
