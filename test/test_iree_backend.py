@@ -136,7 +136,8 @@ def test_inputs_are_never_written(iree: IreeBackend) -> None:
             t["a"].scatter(0, idx.to(dev), torch.ones(1, 5, device=dev)),
             t["b"].index_put((row.to(dev),), torch.zeros(5, device=dev)),
             t["c"].sort(1).values,
-            t["d"].topk(2, 1).values,
+            # Along the other dim: two sorts of one shape and dim are refused (miscompiles.py).
+            t["d"].topk(2, 0).values,
             t["e"].slice_scatter(torch.zeros(2, 5, device=dev), 0, 0, 2),
             t["f"].view(20).scatter_add(0, idx.view(5).to(dev), torch.ones(5, device=dev)),
             t["a"] + t["b"],  # reads two of the protected inputs again
