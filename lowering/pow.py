@@ -129,13 +129,21 @@ def _integer_power(x: torch.Tensor, n: int) -> torch.Tensor:
 def _integer_tensor_power(base: torch.Tensor, exponent: torch.Tensor) -> torch.Tensor:
     """Integer ``pow`` with a tensor exponent, as the CPU kernel computes it.
 
-    Exponentiation by squaring over every bit of the exponent's dtype (the
-    exponent is data, so the loop cannot stop early): products wrap modulo
-    2**bits like the kernel's, whatever their order. A negative exponent
-    gives 1 for a base of 1, +-1 for -1 (by parity) and 0 otherwise, the
-    kernel's rule for integers. The exponent's bits are read in its own
-    dtype: widening it first (``int32 -> int64``) met an IREE Vulkan
-    miscompile (``extsi`` then ``< 0``, see test_iree_correctness.py::
+    Left-to-right binary exponentiation over every value bit of the
+    exponent's dtype (the exponent is data, so the loop cannot stop early):
+    square, then multiply by the base where the bit is set. Products wrap
+    modulo 2**bits like the kernel's, and modular products do not depend on
+    their order. Each step reads only the base, the exponent and the previous
+    step, so IREE fuses the chain into one dispatch of two inputs. The
+    right-to-left form (squares of the base carried beside the result) made
+    a dispatch read every intermediate square: 50 push constants for int64,
+    past Vulkan's 128-byte limit ("push_constant_ranges[0] end offset 200
+    exceeds device limit 128" on lavapipe).
+
+    A negative exponent gives 1 for a base of 1, +-1 for -1 (by parity) and 0
+    otherwise, the kernel's rule for integers. The exponent's bits are read
+    in its own dtype: widening it first (``int32 -> int64``) met an IREE
+    Vulkan miscompile (``extsi`` then ``< 0``, see test_iree_correctness.py::
     test_iree_vulkan_compares_a_sign_extended_integer_like_eager).
     """
     if exponent.dtype == torch.bool:
@@ -143,14 +151,13 @@ def _integer_tensor_power(base: torch.Tensor, exponent: torch.Tensor) -> torch.T
     negative = exponent < 0
     odd = torch.bitwise_and(exponent, 1).bool()
     e = exponent.masked_fill(negative, 0)
-    x = base
+    info = torch.iinfo(exponent.dtype)
+    value_bits = info.bits - (1 if info.min < 0 else 0)  # e >= 0: a signed sign bit is 0
     result = torch.ones_like(base) * torch.ones_like(e)  # the broadcast shape
-    bits = torch.iinfo(exponent.dtype).bits
-    for bit in range(bits):
-        result = torch.where(torch.bitwise_and(e, 1).bool(), result * x, result)
-        if bit + 1 < bits:
-            x = x * x
-            e = torch.div(e, 2, rounding_mode="trunc")  # e >= 0 here
+    for bit in reversed(range(value_bits)):
+        result = result * result
+        set_bit = torch.bitwise_and(torch.div(e, 2 ** bit, rounding_mode="trunc"), 1).bool()
+        result = torch.where(set_bit, result * base, result)
     one, zero = torch.ones_like(result), torch.zeros_like(result)
     minus_one_power = torch.where(odd, -one, one)
     at_negative = torch.where(base == 1, one, torch.where(base == -1, minus_one_power, zero))

@@ -252,3 +252,33 @@ def test_iree_vulkan_compares_a_sign_extended_integer_like_eager(monkeypatch: py
     lazy_core.mark_step()
     assert torch.equal(z.cpu(), e)
     assert torch.equal(negative.cpu(), e < 0), negative.cpu()
+
+
+@pytest.mark.skipif("iree-vulkan" not in requested_backends(), reason="iree-vulkan not requested")
+@pytest.mark.expect_fallback("compile_error")
+def test_a_dispatch_past_the_vulkan_device_limits_runs_op_by_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI (iree-vulkan): integer ``pow`` by right-to-left squaring made one dispatch read every
+    intermediate square; IREE packed them into two bindings with 50 offsets as push constants,
+    and lavapipe refused the module ("push_constant_ranges[0] end offset 200 exceeds device
+    limit 128"; without binding fusion: "50 storage buffers, exceeding device limit 32").
+    The error came out of the runtime as a ValueError and the module was compiled twice.
+    lowering/pow.py squares left to right now (one dispatch of two inputs); the same loop
+    written by a user is a compile error naming the device (backends/iree/backend.py,
+    ``_DEVICE_LIMIT``), so the graph runs op by op with eager's values."""
+    monkeypatch.delenv("LAZY_STRICT", raising=False)  # the refusal is a compile error
+    use_backend("iree-vulkan")
+
+    def program(base: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+        x, result = base, torch.ones_like(base) * torch.ones_like(e)
+        for _ in range(64):
+            result = torch.where(torch.bitwise_and(e, 1).bool(), result * x, result)
+            x, e = x * x, torch.div(e, 2, rounding_mode="trunc")
+        return result
+
+    g = torch.Generator().manual_seed(5)
+    base, e = torch.randint(-3, 9, (4, 6), generator=g), torch.randint(0, 70, (6,), generator=g)
+    before = lazy_core.metrics.counters().get("iree_device_limit_refused", 0)
+    with pytest.warns(RuntimeWarning, match="device refused the compiled module"):
+        got = program(base.to("lazy"), e.to("lazy")).cpu()
+    assert torch.equal(got, program(base, e))
+    assert lazy_core.metrics.counters().get("iree_device_limit_refused", 0) == before + 1

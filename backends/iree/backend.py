@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -60,7 +61,7 @@ from ..disk_cache import DiskCache
 from ..mlir_backend import MlirBackend
 from . import aliasing, donation, dtypes, miscompiles, rewrites, transfer
 from .aliasing import written_arguments
-from .compiler import compile_vmfb, compiler_version
+from .compiler import IreeCompileError, compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
 from .donation import donate_arguments, key_suffix, normalize, results_in_order
 from .host_target import target_key
@@ -75,6 +76,10 @@ from .memo import (
 )
 from .rewrites import rewrite_for_iree
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
+
+#: The runtime's words when a module needs more than the device allows
+#: (Vulkan: "... exceeds device limit 128", "... exceeding device limit 32").
+_DEVICE_LIMIT = re.compile(r"exceed(s|ing) device limit")
 
 __all__ = ["IreeBackend", "clear_memory_caches", "make_iree_cpu", "make_iree_cuda", "make_iree_vulkan"]
 
@@ -337,15 +342,29 @@ class IreeBackend(MlirBackend):
         artifact = self._artifact(computation, donated)
         try:
             return self._load(key, artifact, computation)
+        except ValueError as e:
+            if _DEVICE_LIMIT.search(str(e)):
+                # Not a damaged module: this device cannot run a dispatch IREE
+                # made (more bindings or push constants than it allows);
+                # compiling again would make the same one.
+                metrics.counter_add("iree_device_limit_refused")
+                raise IreeCompileError(
+                    f"the {self.config.device_uri or self.config.target.driver} device refused the compiled module: "
+                    f"{str(e).splitlines()[0]}") from None
+            return self._reload(key, computation, donated)
         except Exception:
-            # An intact cached vmfb the runtime refuses (another runtime's
-            # format, a damaged module with a matching checksum): delete it and
-            # compile once more, so the next run does not fail on it again.
-            memo_pop(vmfb_memo, key)
-            self.disk_cache.discard(key)
-            metrics.counter_add("iree_cached_module_load_error")
-            artifact = self._artifact(computation, donated, from_disk=False)
-            return self._load(key, artifact, computation)
+            return self._reload(key, computation, donated)
+
+    def _reload(self, key: str, computation: lowering.Computation,
+                donated: Mapping[int, int]) -> IreeExecutableHandle:
+        # An intact cached vmfb the runtime refuses (another runtime's
+        # format, a damaged module with a matching checksum): delete it and
+        # compile once more, so the next run does not fail on it again.
+        memo_pop(vmfb_memo, key)
+        self.disk_cache.discard(key)
+        metrics.counter_add("iree_cached_module_load_error")
+        artifact = self._artifact(computation, donated, from_disk=False)
+        return self._load(key, artifact, computation)
 
     def _load(self, key: str, artifact: tuple[bytes, frozenset[int], dict[int, int]],
               computation: lowering.Computation) -> IreeExecutableHandle:
