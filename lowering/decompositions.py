@@ -24,6 +24,7 @@ from torch.fx import Node as FxNode
 
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
+from . import trig
 from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
 
 aten = torch.ops.aten
@@ -139,6 +140,12 @@ DECOMPOSED_OPS = (
     aten.pow.Tensor_Scalar,
     aten.pow.Tensor_Tensor,
     aten.pow.Scalar,
+    # sin, cos and tan (lowering/trig.py): IREE's approximation reduces the
+    # argument with ``floor`` and one float32 pi/2, 10^4 to 10^9 ulps off for
+    # small negative and large arguments. float32 and narrower (_ONLY_WHEN).
+    aten.sin.default,
+    aten.cos.default,
+    aten.tan.default,
     # ``diagonal_scatter`` (an in-place update through ``x.diagonal()``):
     # imported, but its lowering leaves a ``torch.constant.int`` that neither
     # linalg nor IREE legalizes. Decomposed to a strided ``slice_scatter``.
@@ -459,6 +466,11 @@ def _sign(x: torch.Tensor) -> torch.Tensor:
 def _floating_input(node: Node) -> bool:
     x = node.args[0]
     return isinstance(x, Output) and x.meta is not None and x.meta.dtype.is_floating_point
+
+
+def _reduced_trig(node: Node) -> bool:
+    result = node.metas[0] if node.metas else None
+    return result is not None and trig.reduced_dtype(result.dtype)
 
 
 def _trunc(x: torch.Tensor) -> torch.Tensor:
@@ -863,6 +875,9 @@ def _table() -> dict[Any, Callable]:
     table[aten.pow.Tensor_Scalar] = pow_tensor_scalar
     table[aten.pow.Tensor_Tensor] = pow_tensor_tensor
     table[aten.pow.Scalar] = pow_scalar
+    table[aten.sin.default] = trig.sin
+    table[aten.cos.default] = trig.cos
+    table[aten.tan.default] = trig.tan
     table[aten.xlogy.Tensor] = _xlogy
     table[aten._softmax.default] = _softmax_0d
     table[aten._log_softmax.default] = _log_softmax_0d
@@ -927,6 +942,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
     aten.cumsum.default: _floating_cumsum,
     aten.trunc.default: _floating_input,
+    **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default), _reduced_trig),
     aten.frac.default: _floating_input,
     aten.sign.default: _not_bool_input,
     aten.sgn.default: _not_bool_input,
