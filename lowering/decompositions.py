@@ -56,7 +56,7 @@ NAN_DECOMPOSED_OPS = (
 _ZERO_DIM_REDUCTIONS = (
     aten.var.correction, aten.std.correction, aten.var_mean.correction,
     aten.amax.default, aten.amin.default, aten.prod.dim_int, aten.cumsum.default, aten.cumprod.default,
-    aten.any.dim, aten.all.dim, aten.logsumexp.default,
+    aten.any.dim, aten.all.dim,
 )
 
 DECOMPOSED_OPS = (
@@ -140,12 +140,19 @@ DECOMPOSED_OPS = (
     aten.pow.Tensor_Scalar,
     aten.pow.Tensor_Tensor,
     aten.pow.Scalar,
+    # ``torch.logsumexp``: torch-mlir imports it but does not lower it
+    # ("failed to legalize operation 'torch.constant.int'" on every compiled
+    # backend), so it ran op by op. PyTorch's decomposition is eager's
+    # algorithm (the max subtracted, infinite maxima zeroed).
+    aten.logsumexp.default,
     # sin, cos and tan (lowering/trig.py): IREE's approximation reduces the
     # argument with ``floor`` and one float32 pi/2, 10^4 to 10^9 ulps off for
-    # small negative and large arguments. float32 and narrower (_ONLY_WHEN).
+    # small negative and large arguments; its atan is 40 ulps off near 0.66.
+    # float32 and narrower (_ONLY_WHEN).
     aten.sin.default,
     aten.cos.default,
     aten.tan.default,
+    aten.atan.default,
     # ``diagonal_scatter`` (an in-place update through ``x.diagonal()``):
     # imported, but its lowering leaves a ``torch.constant.int`` that neither
     # linalg nor IREE legalizes. Decomposed to a strided ``slice_scatter``.
@@ -489,9 +496,12 @@ def _negative(v: torch.Tensor) -> torch.Tensor:
 
 
 def _atan2(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """C99's atan2 from the backend's atan2 of magnitudes (a first-quadrant angle)."""
+    """C99's atan2 from the backend's atan2 of magnitudes (a first-quadrant angle);
+    float32 and narrower in lowering/trig.py (IREE's angle was 40 ulps off)."""
     dtype = _int_to_float_dtype(y, x)
     y, x = y.to(dtype), x.to(dtype)
+    if trig.reduced_dtype(dtype):
+        return trig.atan2(y, x)
     ay, ax = y.abs(), x.abs()
     angle = torch.atan2(ay, ax)
     angle = angle.masked_fill((ay == 0) & (ax == 0), 0.0)
@@ -512,6 +522,16 @@ def _zero_dim_reduction(node: Node) -> bool:
     index = next(i for i, a in enumerate(node.op._schema.arguments) if a.name == "dim")
     dim = node.kwargs.get("dim", node.args[index] if index < len(node.args) else None)
     return dim is not None
+
+
+def _logsumexp(x: torch.Tensor, dim: Any, keepdim: bool = False) -> torch.Tensor:
+    """PyTorch's reference (eager's algorithm); a 0-d input on a 1-element view
+    (``_on_one_element``: torch-mlir hangs on 0-d reductions)."""
+    from torch._refs import logsumexp
+
+    if x.dim() == 0:
+        return logsumexp(x.reshape(1), 0).reshape(())
+    return logsumexp(x, dim, keepdim)
 
 
 def _on_one_element(op: Any) -> Callable:
@@ -878,6 +898,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.sin.default] = trig.sin
     table[aten.cos.default] = trig.cos
     table[aten.tan.default] = trig.tan
+    table[aten.atan.default] = trig.atan
     table[aten.xlogy.Tensor] = _xlogy
     table[aten._softmax.default] = _softmax_0d
     table[aten._log_softmax.default] = _log_softmax_0d
@@ -895,6 +916,7 @@ def _table() -> dict[Any, Callable]:
     for op in _ZERO_DIM_REDUCTIONS:
         table[op] = _on_one_element(op)
     table[aten.cumsum.default] = _cumsum
+    table[aten.logsumexp.default] = _logsumexp
     table[aten.sign.default] = table[aten.sgn.default] = _sign
     table[aten.trunc.default] = _trunc
     table[aten.frac.default] = _frac
@@ -942,7 +964,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
     aten.cumsum.default: _floating_cumsum,
     aten.trunc.default: _floating_input,
-    **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default), _reduced_trig),
+    **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default, aten.atan.default), _reduced_trig),
     aten.frac.default: _floating_input,
     aten.sign.default: _not_bool_input,
     aten.sgn.default: _not_bool_input,

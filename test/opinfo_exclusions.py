@@ -73,9 +73,6 @@ XFAIL: dict[tuple[str, str], str] = {
     ("histogram", "*"): _NO_META.format("aten.histogram.bin_ct"),
     ("histogramdd", "*"): _NO_META.format("aten._histogramdd_bin_edges"),
     # Lowering gaps of torch-mlir (first sample, float32); the compiled backends share them.
-    **{("logsumexp", b): "0-d input: torch-mlir leaves aten.logsumexp of a 0-d tensor unlowered "
-                         "(failed to legalize 'torch.constant.int')"
-       for b in ("reference", "iree-cpu", "iree-vulkan")},
     ("nn.functional.adaptive_avg_pool2d", "reference"):
         "linalg-on-tensors: 'tensor.cast' op operand type 'tensor<1x8x7x7xf32>' and result type "
         "'tensor<1x8x5x7xf32>' are cast incompatible",

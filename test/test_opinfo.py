@@ -58,7 +58,7 @@ IREE_SUBSET = (
     "abs", "exp", "log", "rsqrt", "sigmoid", "tanh", "erf", "pow", "nn.functional.relu",
     "nn.functional.gelu", "nn.functional.silu", "add", "mul", "div.no_rounding_mode", "maximum",
     "where", "lt", "masked_fill", "clamp",
-    "sum", "mean", "amax", "max.reduction_with_dim", "var", "softmax", "log_softmax", "cumsum",
+    "sum", "mean", "amax", "max.reduction_with_dim", "var", "softmax", "log_softmax", "cumsum", "logsumexp",
     "mm", "bmm", "matmul", "addmm", "nn.functional.linear",
     "reshape", "permute", "transpose", "expand", "cat", "split", "select", "gather", "scatter",
     "index_select",
