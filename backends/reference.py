@@ -19,6 +19,7 @@ import ctypes
 import ctypes.util
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from lazy_core.backend import BackendData, BackendDevice
 from lazy_mlir import lowering
 
 from .mlir_backend import MlirBackend, text_digest
+from .reference_libm import LIBM_SOURCE, call_libm
 
 _CONSUME_PREFIX = "refbackend_consume_func_return_"
 
@@ -225,6 +227,7 @@ class ReferenceBackend(MlirBackend):
         out = []
         for comp in computations:
             linalg = self.lower_to_target(comp)
+            linalg = replace(linalg, module=call_libm(linalg.clone_module()))
             llvm = lowering.pipelines.run_pipeline(linalg, _refback_pipeline(self.runtime_checks), "llvm")
             out.append(self._executable(llvm.module, comp))
         return out
@@ -239,9 +242,10 @@ class ReferenceBackend(MlirBackend):
 
     # -- the graph cache (MlirBackend): the LLVM-dialect module, as bytecode --------------
     # A hit skips the FX build, the import and every torch-mlir pipeline; only
-    # the ExecutionEngine's LLVM JIT runs again (it has no object cache).
+    # the ExecutionEngine's LLVM JIT runs again (it has no object cache). The
+    # key covers what changes the LLVM module: the pipeline and the libm rewrite.
     def persistent_key(self) -> str:
-        return f"{self.cache_key()}|{text_digest(_refback_pipeline(self.runtime_checks))}"
+        return f"{self.cache_key()}|{text_digest(_refback_pipeline(self.runtime_checks) + LIBM_SOURCE)}"
 
     def executable_to_bytes(self, computation: lowering.Computation, executable: Any) -> bytes | None:
         import io

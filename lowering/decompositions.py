@@ -25,6 +25,12 @@ from torch.fx import Node as FxNode
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from . import trig
+from .elu import celu, elu
+from .hyperbolic import acosh, asinh, atanh, sinh
+from .log1p_expm1 import expm1, log1p
+from .log10 import log10
+from .log_sigmoid import log_sigmoid_backward
+from .opmath import real_input
 from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
 
 aten = torch.ops.aten
@@ -238,6 +244,27 @@ DECOMPOSED_OPS = (
     # drops the sign of y for a -0.0 y or an infinite x (fuzz seed 21):
     # computed on magnitudes, then the quadrant and sign by C99's rules.
     aten.atan2.default,
+    # Precision (lowering/hyperbolic.py): MLIR expands these by the textbook
+    # identities, which overflow (asinh(-1.59e6) was -inf), cancel (4e3 ulp at
+    # asinh(-130), about 700 ulp near 1e-3) or give 0 for |x| ~ 1e-8.
+    # _ONLY_WHEN: a real input.
+    aten.asinh.default,
+    aten.acosh.default,
+    aten.atanh.default,
+    aten.sinh.default,
+    # torch-mlir decomposes both (and so selu) as max(0, x) + min(0, exp(x) - 1):
+    # 0 for -1e-8, 110 ulp near -1e-3, +0.0 for -0.0 (lowering/elu.py).
+    aten.elu.default,
+    aten.celu.default,
+    # math.log10 became a call to libm's log10f, which IREE's llvm-cpu
+    # executables cannot link: every graph holding it failed to compile
+    # (lowering/log10.py). _ONLY_WHEN: a real input.
+    aten.log10.default,
+    # float64 log1p/expm1 were log(1 + x) and exp(x) - 1 on iree-cpu (3.8e8 ulp at
+    # 1e-10), and so every formula above (lowering/log1p_expm1.py). Not _ONLY_WHEN:
+    # decomposed inside other decompositions too; other dtypes stay as they are.
+    aten.log1p.default,
+    aten.expm1.default,
 )
 
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
@@ -249,7 +276,7 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divi
                                       aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar,
                                       aten.isin.Tensor_Scalar, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self,
                                       aten.addmm.default, aten.addbmm.default, aten.baddbmm.default,
-                                      *_SCALAR_SHIFTS})
+                                      aten.elu.default, aten.celu.default, *_SCALAR_SHIFTS})
 
 
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
@@ -921,6 +948,13 @@ def _table() -> dict[Any, Callable]:
     table[aten.trunc.default] = _trunc
     table[aten.frac.default] = _frac
     table[aten.atan2.default] = _atan2
+    table.update({aten.asinh.default: asinh, aten.acosh.default: acosh, aten.atanh.default: atanh,
+                  aten.sinh.default: sinh, aten.log10.default: log10})
+    table[aten.elu.default] = elu
+    table[aten.celu.default] = celu
+    table[aten.log1p.default] = log1p
+    table[aten.expm1.default] = expm1
+    table[aten.log_sigmoid_backward.default] = log_sigmoid_backward
     table[aten.add.Tensor] = _bool_add
     table[aten.add.Scalar] = _bool_add
     table[aten.addmm.default] = _zero_scaled(torch.mm, alpha_skipped=True)
@@ -970,6 +1004,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.sgn.default: _not_bool_input,
     # Always, but listed so that the atan2 inside the decomposition stays whole.
     aten.atan2.default: lambda node: True,
+    **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,
+                     aten.log10.default), real_input),
 }
 
 
@@ -1045,7 +1081,10 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
                 return type(x)(sub(v) for v in x)
             return constant(x)
 
-        return decomp(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
+        result = decomp(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
+        # A namedtuple (``out_wrapper``'s, e.g. log_sigmoid_forward's) is traced as
+        # one value, the call that builds it: return its fields.
+        return tuple(result) if isinstance(result, tuple) else result
 
     # Tracing costs tens of ms; a training step repeats the same few shapes.
     metas = [meta(o) for o in operands]
