@@ -40,6 +40,8 @@ import math
 
 import torch
 
+from .opmath import compute_dtype
+
 #: 2/pi in 24-bit pieces, most significant first: piece i is
 #: ``_TWO_OVER_PI_BITS[i] * 2**(-24 * (i + 1))``. Ten pieces reach 2**-240,
 #: past the last bit the largest float32 (2**128) can bring above 2**-100.
@@ -137,7 +139,7 @@ def _negative(x: torch.Tensor) -> torch.Tensor:
 
 def _float_dtype(x: torch.Tensor) -> torch.dtype:
     """The result dtype of a unary float op: an integer input gives the default dtype."""
-    return x.dtype if x.dtype.is_floating_point else torch.get_default_dtype()
+    return compute_dtype(x)[0]
 
 
 def _evaluate(x: torch.Tensor, fn: str) -> torch.Tensor:
