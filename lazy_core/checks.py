@@ -246,7 +246,7 @@ def _bounds_msg(dim: int, n: int, prefix: str = "") -> str:
 
 
 def _guard_dim_index(exc: type[Exception], prefix: str = "", negative_ok: bool = False,
-                     plain: str | None = None) -> Callable[[_Bound, str, Any], None]:
+                     plain: str | None = None, dim1_kernel: bool = False) -> Callable[[_Bound, str, Any], None]:
     """ops(self, dim, index, ...): index entries in [0, self.size(dim))."""
 
     def guard(b: _Bound, op: str, loc: Any) -> None:
@@ -254,7 +254,7 @@ def _guard_dim_index(exc: type[Exception], prefix: str = "", negative_ok: bool =
         n = _dim_size(self, dim)
         d = dim % max(len(self.shape), 1)
         site = _Site(exc, plain or _bounds_msg(d, n, prefix), op, loc)
-        if plain is not None and d == 1 and len(self.shape) > 1:
+        if dim1_kernel and d == 1 and len(self.shape) > 1:
             # The CPU's index_select raises RuntimeError along dim 1 of a tensor of rank > 1
             # (its dim-1 kernel, written for embedding_bag) and IndexError along every other dim.
             site = _Site(RuntimeError, f"INDICES element is out of DATA bounds, axis_dim={n}", op, loc)
@@ -301,6 +301,21 @@ def _guard_indices_list(b: _Bound, op: str, loc: Any) -> None:
         out.append(idx)
         dim += 1
     b.set("indices", type(indices)(out))
+
+
+def _guard_max_unpool(b: _Bound, op: str, loc: Any) -> None:
+    """max_unpool2d/3d: each index addresses its plane of ``output_size`` elements.
+
+    The CPU kernel raises RuntimeError for an index outside the plane; compiled code
+    scattered an index past it into another plane or dropped it, and returned values.
+    """
+    size = [int(s) for s in b.get("output_size")]
+    n = 1
+    for s in size:
+        n *= s
+    site = _Site(RuntimeError, f"Found an invalid max index (output volumes are of size {'x'.join(map(str, size))})",
+                 op, loc)
+    b.set("indices", _safe_index(b.get("indices"), 0, n, site))
 
 
 def _guard_take(b: _Bound, op: str, loc: Any) -> None:
@@ -441,13 +456,14 @@ def _guard_linalg_errors(b: _Bound, op: str, loc: Any) -> None:
 _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "embedding": _guard_embedding,
     "embedding_dense_backward": _guard_embedding_backward,
-    "index_select": _guard_dim_index(IndexError, plain="index out of range in self"),
+    "index_select": _guard_dim_index(IndexError, plain="index out of range in self", dim1_kernel=True),
     "gather": _guard_dim_index(RuntimeError),
     "scatter": _guard_dim_index(RuntimeError),
     "scatter_add": _guard_dim_index(RuntimeError),
     "scatter_reduce": _guard_dim_index(RuntimeError),
     "index_add": _guard_dim_index(RuntimeError),
-    "index_reduce": _guard_dim_index(RuntimeError),
+    # The CPU's index_reduce refuses negative indices too, with IndexError (a bad-input sweep).
+    "index_reduce": _guard_dim_index(IndexError, plain="index out of range in self"),
     "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): "),
     "index_fill": _guard_dim_index(IndexError, negative_ok=True),
     "index": _guard_indices_list,
@@ -456,6 +472,9 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "_unsafe_index": _guard_indices_list,
     "_unsafe_index_put": _guard_indices_list,
     "take": _guard_take,
+    "put": _guard_take,
+    "max_unpool2d": _guard_max_unpool,
+    "max_unpool3d": _guard_max_unpool,
     "nll_loss_forward": _guard_nll,
     "nll_loss_backward": _guard_nll,
     "nll_loss2d_forward": _guard_nll,

@@ -486,6 +486,19 @@ def _strided_past_the_end(op: Any, margs: tuple, mkwargs: dict) -> bool:
     return offset + sum((n - 1) * s for n, s in zip(size, stride)) >= self.numel()
 
 
+def _select_index_out_of_range(op: Any, margs: tuple, mkwargs: dict) -> bool:
+    """``select_scatter`` at an index outside ``self.size(dim)``: its meta kernel makes the
+    slice without a bounds check, so iree-cpu and reference returned ``self`` unchanged
+    where eager raises select()'s IndexError at the call (an adversarial bad-input sweep)."""
+    self, dim, index = margs[0] if margs else None, _arg(op, margs, mkwargs, "dim"), _arg(op, margs, mkwargs, "index")
+    if not isinstance(self, torch.Tensor) or type(dim) is not int or type(index) is not int or self.dim() == 0:
+        return False
+    if not -self.dim() <= dim < self.dim():
+        return False  # the meta kernel raises eager's dim error
+    n = self.shape[dim]
+    return not -n <= index < n
+
+
 def _tensor_arg(op: Any, margs: tuple, mkwargs: dict, name: str) -> torch.Tensor | None:
     t = _arg(op, margs, mkwargs, name)
     return t if isinstance(t, torch.Tensor) else None
@@ -506,6 +519,7 @@ _CPU_CHECK_WHEN: dict[str, Callable[[Any, tuple, dict], bool]] = {
     "aten::masked_scatter": _non_bool_mask,
     "aten::masked_scatter_": _non_bool_mask,
     "aten::as_strided_scatter": _strided_past_the_end,
+    "aten::select_scatter": _select_index_out_of_range,
 }
 
 

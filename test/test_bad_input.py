@@ -36,6 +36,7 @@ torch.manual_seed(0)
 W = torch.randn(5, 3)
 LOGITS = torch.randn(2, 5)
 A = torch.tensor([7, -7, 9, 4])
+UNPOOL = torch.randn(1, 1, 2, 2)
 
 def cases(good):
     """(name, fn(dev)); ``good`` picks valid data, else out of range."""
@@ -44,6 +45,7 @@ def cases(good):
     far = torch.tensor([0, 2]) if good else torch.tensor([0, 1 << 40])
     div = torch.tensor([2, 3, 1, 5]) if good else torch.tensor([2, 0, 1, 5])
     i32 = div.to(torch.int32)
+    unpool_idx = torch.tensor([[[[0, 3], [9, 15 if good else 16]]]])
     return [
         ("embedding", lambda d: F.embedding(big.to(d), W.to(d))),
         ("embedding_far", lambda d: F.embedding(far.to(d), W.to(d))),
@@ -69,6 +71,13 @@ def cases(good):
         ("remainder_int32", lambda d: A.to(torch.int32).to(d) % i32.to(d)),
         ("remainder_inplace", lambda d: A.clone().to(d).remainder_(div.to(d))),
         ("remainder_python_zero", lambda d: A.to(d) % (3 if good else 0)),
+        # An adversarial sweep after the first round: each returned values on the compiled
+        # backends (max_unpool, select_scatter) or raised another error class than eager.
+        ("index_reduce", lambda d: W.to(d).index_reduce(0, big.to(d), torch.ones(2, 3).to(d), "prod")),
+        ("index_reduce_negative", lambda d: W.to(d).index_reduce(0, neg.to(d), torch.ones(2, 3).to(d), "amax")),
+        ("max_unpool2d", lambda d: F.max_unpool2d(UNPOOL.to(d), unpool_idx.to(d), 2)),
+        ("put_", lambda d: W.clone().to(d).put_(torch.tensor([14 if good else 15]).to(d), torch.ones(1).to(d))),
+        ("select_scatter", lambda d: torch.select_scatter(W.to(d), torch.ones(3).to(d), 0, 4 if good else 5)),
     ]
 
 def _emb_grad(idx, d):
@@ -176,7 +185,7 @@ def _child(script: str, backend: str) -> list[dict]:
 def test_bad_indices_and_divisors_raise_like_eager(backend_name: str) -> None:
     rows = _child(_CHILD, backend_name)
     bad = [r for r in rows if "cpu" in r]
-    assert len(bad) == 24, rows
+    assert len(bad) == 29, rows
     wrong = [r for r in bad if r["cpu"] == "ok" or r["lazy"] != r["cpu"]]
     assert not wrong, f"lazy did not raise eager's error type: {wrong}"
     good = [r for r in rows if r["case"].startswith("good_")]
