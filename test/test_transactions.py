@@ -17,8 +17,8 @@ import lazy_core
 from lazy_core.async_exec import LazyExecutionError
 from lazy_core.executor import executor
 
-STEPS = 120
-FAIL = 37
+STEPS = 1000  # the goal: one failed step in 1,000
+FAIL = 613
 
 
 @pytest.fixture(params=[True, False], ids=["async", "sync"])
