@@ -265,6 +265,23 @@ DECOMPOSED_OPS = (
     # decomposed inside other decompositions too; other dtypes stay as they are.
     aten.log1p.default,
     aten.expm1.default,
+    # torch-mlir lowers relu, threshold and threshold_backward (ReLU's backward) as a
+    # select on ``x > threshold``: relu(-0.0) was 0.0 and threshold(nan) 0.0 on every
+    # compiled backend, and ReLU's gradient at a NaN activation 0 (eager passes it on).
+    # Eager's kernels replace only values ``<= threshold`` (``< 0`` for relu), so -0.0
+    # and NaN stay; decomposed to ``masked_fill`` on that comparison (_ONLY_WHEN: a
+    # floating input; integers have neither).
+    aten.relu.default,
+    aten.threshold.default,
+    aten.threshold_backward.default,
+    # ``sub`` with the integer alpha 0: eager computes ``a + (-alpha) * b`` with -alpha
+    # negated as an integer, ``a + 0 * b``; torch-mlir's ``a - 0 * b`` turns
+    # ``-0.0 - 0.0`` into -0.0 where eager gives 0.0 (fuzz seed 1100). _ONLY_WHEN: that alpha;
+    # ``rsub.Tensor`` always (the torch dialect has no such op: ``torch.rsub(t, u)`` ran eagerly).
+    aten.sub.Tensor,
+    aten.sub.Scalar,
+    aten.rsub.Tensor,
+    aten.rsub.Scalar,
 )
 
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
@@ -276,7 +293,9 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divi
                                       aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar,
                                       aten.isin.Tensor_Scalar, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self,
                                       aten.addmm.default, aten.addbmm.default, aten.baddbmm.default,
-                                      aten.elu.default, aten.celu.default, *_SCALAR_SHIFTS})
+                                      aten.elu.default, aten.celu.default, *_SCALAR_SHIFTS,
+                                      aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar,
+                                      aten.threshold.default})
 
 
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
@@ -500,6 +519,59 @@ def _sign(x: torch.Tensor) -> torch.Tensor:
 def _floating_input(node: Node) -> bool:
     x = node.args[0]
     return isinstance(x, Output) and x.meta is not None and x.meta.dtype.is_floating_point
+
+
+def _in_dtype_of(x: torch.Tensor, bound: Any) -> torch.Tensor:
+    """``bound`` as a 0-d tensor of ``x``'s dtype, as eager's threshold kernels convert it. A
+    Python number would compare in float64 (a cast of every element; TOSA has no f64)."""
+    return bound if isinstance(bound, torch.Tensor) else torch.full((), bound, dtype=x.dtype)
+
+
+def _relu(x: torch.Tensor) -> torch.Tensor:
+    """Eager's kernel: only values below zero become 0 (-0.0 and NaN stay)."""
+    return x.masked_fill(x < _in_dtype_of(x, 0), 0)
+
+
+def _threshold(x: torch.Tensor, threshold: Any, value: Any) -> torch.Tensor:
+    """Eager's kernel: ``value`` where ``x <= threshold``, else ``x`` (NaN stays)."""
+    return x.masked_fill(x <= _in_dtype_of(x, threshold), value)
+
+
+def _threshold_backward(grad: torch.Tensor, x: torch.Tensor, threshold: Any) -> torch.Tensor:
+    """Eager's kernel: 0 where ``x <= threshold``, else ``grad`` (a NaN ``x`` passes it on)."""
+    return grad.masked_fill(x <= _in_dtype_of(x, threshold), 0)
+
+
+def _sub_integer_zero_alpha(x: Any, other: Any, alpha: Any = 1) -> torch.Tensor:
+    """``x - 0 * other`` as eager computes it: ``x + 0 * other`` (the alpha negated as an integer)."""
+    return torch.add(x, other, alpha=0)
+
+
+def _rsub_integer_zero_alpha(x: Any, other: Any, alpha: Any = 1) -> torch.Tensor:
+    """``other - 0 * x`` as eager computes it: ``other + 0 * x``."""
+    return torch.add(other, x, alpha=0)
+
+
+def _rsub_tensor(x: torch.Tensor, other: torch.Tensor, alpha: Any = 1) -> torch.Tensor:
+    """``other - alpha * x``: the torch dialect has no ``rsub.Tensor`` (``torch.rsub(t, u)`` ran
+    on the CPU). A runtime alpha (a 0-d tensor here; never 0 or 1) is ``other - x * alpha``,
+    eager's ``other + (-alpha) * x`` exactly."""
+    if type(alpha) in (int, bool) and alpha == 0 and torch.result_type(x, other).is_floating_point:
+        return torch.add(other, x, alpha=0)
+    if isinstance(alpha, torch.Tensor):
+        return other - x * alpha
+    return torch.sub(other, x, alpha=alpha)
+
+
+def _integer_zero_alpha(node: Node) -> bool:
+    """``alpha`` is the Python int 0 or False (not 0.0, whose negation is -0.0 as eager's)."""
+    alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
+    return type(alpha) in (int, bool) and alpha == 0 and _floating_result(node)
+
+
+def _floating_result(node: Node) -> bool:
+    meta = node.metas[0] if node.metas else None
+    return meta is not None and meta.dtype.is_floating_point
 
 
 def _reduced_trig(node: Node) -> bool:
@@ -964,6 +1036,12 @@ def _table() -> dict[Any, Callable]:
     table[aten.__rshift__.Tensor] = table[aten.bitwise_right_shift.Tensor] = _shift_right
     table[aten.__lshift__.Scalar] = table[aten.bitwise_left_shift.Tensor_Scalar] = _shift_left_scalar
     table[aten.__rshift__.Scalar] = table[aten.bitwise_right_shift.Tensor_Scalar] = _shift_right_scalar
+    table[aten.relu.default] = _relu
+    table[aten.threshold.default] = _threshold
+    table[aten.threshold_backward.default] = _threshold_backward
+    table[aten.sub.Tensor] = table[aten.sub.Scalar] = _sub_integer_zero_alpha
+    table[aten.rsub.Scalar] = _rsub_integer_zero_alpha
+    table[aten.rsub.Tensor] = _rsub_tensor
     table.update(_nan_table())
     return table
 
@@ -1000,6 +1078,10 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.trunc.default: _floating_input,
     **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default, aten.atan.default), _reduced_trig),
     aten.frac.default: _floating_input,
+    aten.relu.default: _floating_input,
+    aten.threshold.default: _floating_input,
+    aten.threshold_backward.default: _floating_input,
+    **dict.fromkeys((aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar), _integer_zero_alpha),
     aten.sign.default: _not_bool_input,
     aten.sgn.default: _not_bool_input,
     # Always, but listed so that the atan2 inside the decomposition stays whole.

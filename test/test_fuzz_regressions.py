@@ -570,19 +570,55 @@ def test_sign_of_a_constant_splat(backend):
     assert torch.equal(lazy(ints).sign().cpu(), ints.sign())
 
 
-_RELU_ZERO = ("torch-mlir lowers relu as a select on x > 0, which makes -0.0 into 0.0 (eager's kernel "
-              "replaces only values below zero). Decomposing relu in lowering/decompositions.py fixes "
-              "the value but hides torch.aten.relu from the emitted MLIR that lit tests and users read; "
-              "owner: an upstream fix in torch-mlir's TorchToLinalg")
-
-
-@pytest.mark.parametrize("name", on_backends(reference=_RELU_ZERO, iree_cpu=_RELU_ZERO, iree_vulkan=_RELU_ZERO))
+@pytest.mark.parametrize("name", on_backends())
 def test_relu_keeps_negative_zero(name):
-    """Fuzz seed 21: ``relu_`` of -0.0 gave 0.0 on every compiled backend (eager: -0.0)."""
+    """Fuzz seed 21: ``relu_`` of -0.0 gave 0.0 on every compiled backend (eager: -0.0).
+    Root (torch-mlir): relu is lowered as a select on ``x > 0``; eager replaces only values
+    below zero. Decomposed to ``masked_fill(x < 0, 0)`` (lowering/decompositions.py)."""
     use_backend(name)
     x = torch.tensor([-0.0, 0.0, -1.0, 2.0, float("nan"), -float("inf")] * 4)
     _same(lazy(x).relu().cpu(), x.relu())
     _same(torch.full((), -0.0, device="lazy").relu_().cpu(), torch.full((), -0.0).relu_())
+    # Fuzz seed 1100 p681: -0.0 made by clamp_max, then relu_ in place.
+    _same(torch.ones(2, 3, device="lazy").clamp_max(-0.0).relu_().cpu(), torch.ones(2, 3).clamp_max(-0.0).relu_())
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_threshold_and_relu_backward_keep_nan(name):
+    """An adversarial sweep after fuzz seed 1100: ``F.threshold(nan, 0, 0)`` was 0.0 on every
+    compiled backend, and ReLU's gradient at a NaN activation 0 (``threshold_backward`` was a
+    select on ``x > 0``); eager keeps NaN and passes the gradient on."""
+    use_backend(name)
+    x = torch.tensor([float("nan"), -0.0, 0.0, -2.0, 3.0, float("-inf"), 0.5])
+    _same(F.threshold(lazy(x), 0.0, 0.0).cpu(), F.threshold(x, 0.0, 0.0))
+    _same(F.threshold(lazy(x), 0.5, -7.25).cpu(), F.threshold(x, 0.5, -7.25))
+
+    def grad(dev: str) -> torch.Tensor:
+        w = x.clone().to(dev).requires_grad_()
+        (torch.relu(w) * torch.arange(7.0, device=dev)).sum().backward()
+        return w.grad.cpu()
+
+    _same(grad("lazy"), grad("cpu"))
+
+
+_LAVAPIPE_PLUS_ZERO_TIMES = ("lavapipe (Mesa 22.3 gallivm) folds ``x + 0 * y`` to ``x`` (the literal-zero "
+                             "shortcut of test_lavapipe_multiply_by_a_literal_zero): -0.0 stays -0.0")
+
+
+@pytest.mark.parametrize("name", on_backends(iree_vulkan=_LAVAPIPE_PLUS_ZERO_TIMES))
+def test_sub_with_integer_alpha_zero_adds_zero_times_other(name):
+    """Fuzz seed 1100 p279: ``torch.sub(x, y, alpha=0)`` kept -0.0 where eager gives 0.0. Eager
+    computes ``x + (-alpha) * y`` with the integer alpha negated as an integer (``x + 0 * y``);
+    torch-mlir's ``x - 0 * y`` gives -0.0 for ``-0.0 - 0.0``. A float alpha 0.0 negates to -0.0 and
+    keeps eager's -0.0: both forms are checked."""
+    use_backend(name)
+    x = torch.tensor([-0.0, 0.0, -0.0, 1.5, -0.0])
+    y = torch.tensor([3.87, -2.0, -0.0, 2.0, 0.0])
+    for alpha in (0, 0.0, 2):
+        _same(torch.sub(lazy(x), lazy(y), alpha=alpha).cpu(), torch.sub(x, y, alpha=alpha))
+        _same(torch.rsub(lazy(y), lazy(x), alpha=alpha).cpu(), torch.rsub(y, x, alpha=alpha))
+        _same(torch.sub(lazy(x), 3.0, alpha=alpha).cpu(), torch.sub(x, 3.0, alpha=alpha))
+        _same(torch.rsub(lazy(x), -0.0, alpha=alpha).cpu(), torch.rsub(x, -0.0, alpha=alpha))
 
 
 def test_atan2_special_values(backend):

@@ -20,7 +20,7 @@ def helper(t):
 
 z = helper(y)
 w = torch.nn.functional.relu(z)
-# CHECK: torch.aten.relu {{.*}} loc("{{.*}}locations.py":[[# @LINE - 1]]:0)
+# CHECK: torch.aten.masked_fill.Scalar {{.*}} loc("{{.*}}locations.py":[[# @LINE - 1]]:0)
 emit([w])
 # The function's own location is its first op's.
 # CHECK: } loc("{{.*}}locations.py":

@@ -15,7 +15,9 @@ emit_step()
 
 # CHECK: func.func @lazy_graph_{{[0-9a-f]+}}(
 # CHECK: %[[H:[0-9]+]] = torch.aten.addmm {{.*}} -> !torch.vtensor<[3,8],f32>
-# CHECK: %[[R:[0-9]+]] = torch.aten.relu %[[H]]
+# relu is eager's kernel, masked_fill(x < 0, 0): -0.0 and NaN stay (lowering/decompositions.py).
+# CHECK: %[[NEG:[0-9]+]] = torch.aten.lt.Tensor %[[H]]
+# CHECK: %[[R:[0-9]+]] = torch.aten.masked_fill.Scalar %[[H]], %[[NEG]]
 # CHECK: %[[W2T:[0-9]+]] = torch.aten.t %arg{{[0-9]}} : !torch.vtensor<[2,8],f32> -> !torch.vtensor<[8,2],f32>
 # CHECK: %[[LOSS:[0-9]+]] = torch.aten.sum %{{[0-9]+}}, %none{{.*}} -> !torch.vtensor<[],f32>
 # CHECK: %[[ONES:[0-9]+]] = torch.aten.ones_like %[[LOSS]]
@@ -25,7 +27,9 @@ emit_step()
 # CHECK: torch.aten.sum.dim_IntList %[[G]], {{.*}} -> !torch.vtensor<[1,2],f32>
 # CHECK: %[[W2:[0-9]+]] = torch.aten.t %[[W2T]] : !torch.vtensor<[8,2],f32> -> !torch.vtensor<[2,8],f32>
 # CHECK: %[[DH:[0-9]+]] = torch.aten.mm %[[G]], %[[W2]] : !torch.vtensor<[3,2],f32>, !torch.vtensor<[2,8],f32> -> !torch.vtensor<[3,8],f32>
-# CHECK: %[[DR:[0-9]+]] = torch.aten.threshold_backward %[[DH]], %[[R]], %int0{{[_0-9]*}} : !torch.vtensor<[3,8],f32>, !torch.vtensor<[3,8],f32>, !torch.int -> !torch.vtensor<[3,8],f32>
+# threshold_backward (ReLU's backward) is eager's kernel too: 0 where r <= 0, so a NaN passes the gradient on.
+# CHECK: %[[OFF:[0-9]+]] = torch.aten.le.Tensor %[[R]], %{{[0-9]+}} : !torch.vtensor<[3,8],f32>, !torch.vtensor<[],f32> -> !torch.vtensor<[3,8],i1>
+# CHECK: %[[DR:[0-9]+]] = torch.aten.masked_fill.Scalar %[[DH]], %[[OFF]], {{.*}} -> !torch.vtensor<[3,8],f32>
 # CHECK: %[[DRT:[0-9]+]] = torch.aten.t %[[DR]] : !torch.vtensor<[3,8],f32> -> !torch.vtensor<[8,3],f32>
 # CHECK: %[[DW1:[0-9]+]] = torch.aten.mm %[[DRT]], %arg{{[0-9]}} : !torch.vtensor<[8,3],f32>, !torch.vtensor<[3,4],f32> -> !torch.vtensor<[8,4],f32>
 # CHECK: %[[DB1:[0-9]+]] = torch.aten.sum.dim_IntList %[[DR]], {{.*}} -> !torch.vtensor<[1,8],f32>

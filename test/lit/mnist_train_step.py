@@ -34,7 +34,7 @@ print_computation(lowering.lower(computation, "linalg-on-tensors"), locations=Fa
 # CHECK: %output, %total_weight = torch.aten.nll_loss_forward {{.*}} -> !torch.vtensor<[],f32>, !torch.vtensor<[],f32> loc("{{.*}}mnist_train_step.py":18:0)
 # CHECK: torch.aten.nll_loss_backward {{.*}} loc("{{.*}}mnist_train_step.py":19:0)
 # CHECK: torch.aten._log_softmax_backward_data {{.*}} loc("{{.*}}mnist_train_step.py":19:0)
-# CHECK: torch.aten.threshold_backward {{.*}} -> !torch.vtensor<[16,32],f32> loc("{{.*}}mnist_train_step.py":19:0)
+# CHECK: torch.aten.masked_fill.Scalar {{.*}} -> !torch.vtensor<[16,32],f32> loc("{{.*}}mnist_train_step.py":19:0)
 # CHECK: torch.aten.add.Tensor %arg{{[0-9]+}}, {{.*}} : !torch.vtensor<[32,784],f32>, !torch.vtensor<[32,784],f32>, !torch.float -> !torch.vtensor<[32,784],f32> loc("{{.*}}mnist_train_step.py":20:0)
 # CHECK: // form: linalg-on-tensors
 # CHECK: linalg.matmul

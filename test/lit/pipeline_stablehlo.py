@@ -16,6 +16,8 @@ emit([(x @ w + b).relu(), x.sum(1)], target="stablehlo")
 # CHECK: %[[MM:[0-9]+]] = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
 # CHECK: %[[BB:[0-9]+]] = stablehlo.broadcast_in_dim %arg2, dims = [1] : (tensor<3xf32>) -> tensor<4x3xf32>
 # CHECK: %[[ADD:[0-9]+]] = stablehlo.add %[[MM]], %[[BB]] : tensor<4x3xf32>
-# CHECK: stablehlo.maximum %[[ADD]], %{{.*}} : tensor<4x3xf32>
+# relu keeps -0.0 and NaN as eager does: a compare and a select in f32.
+# CHECK: %[[NEG:[0-9]+]] = stablehlo.compare LT, %[[ADD]], %{{.*}}, FLOAT : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xi1>
+# CHECK: stablehlo.select {{.*}} : tensor<4x3xi1>, tensor<4x3xf32>
 # CHECK: stablehlo.reduce(%arg0 init: %{{.*}}) applies stablehlo.add across dimensions = [1] : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
 # CHECK-NOT: torch.aten
