@@ -120,3 +120,29 @@ def test_opposite_zeros_make_a_maximum_undefined_and_its_twin_is_dropped() -> No
     for seed in range(20):  # the twin swaps 0.0 for a partner; one that is -0.0 is dropped
         t = twin(program, random.Random(seed))
         assert t is None or not has_undefined_tie(t)
+
+
+def test_zeros_of_a_matrix_product_are_compared_without_their_sign() -> None:
+    """Eager's GEMM gives -0.0 for a sum of negative-zero products when K is 1, +0.0 at 1x1 or in
+    bfloat16 (fuzz seed 1100 p675: ``F.linear(x[..., None], w)``): PyTorch leaves it to the BLAS.
+    Variables computed from a product (directly, or through later lines) skip that one check;
+    every other variable, and the product's values and NaNs, are still compared."""
+    import torch
+
+    from tools.fuzz.check import Trace, compare_env
+    from tools.fuzz.program import Line, Program
+
+    program = Program([Line("v0 = torch.full((2, 1), -0.0, device=DEV)", (), ("v0",)),
+                       Line("v1 = F.linear(v0, torch.full((3, 1), 0.5, device=DEV))", (), ("v1",), "linear"),
+                       Line("v2 = v1 * 2", (), ("v2",), "binary"),
+                       Line("v3 = v0 * 2", (), ("v3",), "binary")], "p")
+    assert program.zero_sign_unspecified() == {"v1", "v2"}
+    cpu = Trace(env={"v0": torch.full((2, 1), -0.0), "v1": torch.full((2, 3), -0.0),
+                     "v2": torch.full((2, 3), -0.0), "v3": torch.full((2, 1), -0.0)})
+    lazy = Trace(env={**cpu.env, "v1": torch.zeros(2, 3), "v2": torch.zeros(2, 3)})
+    assert compare_env(cpu, lazy, program) is None
+    assert "signs of zeros" in compare_env(cpu, lazy)  # without the program: every sign compared
+    lazy.env["v3"] = torch.zeros(2, 1)
+    assert "v3: signs of zeros" in compare_env(cpu, lazy, program)
+    lazy.env["v3"], lazy.env["v1"] = cpu.env["v3"], torch.full((2, 3), float("nan"))
+    assert "v1: NaN positions" in compare_env(cpu, lazy, program)

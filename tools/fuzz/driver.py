@@ -174,7 +174,7 @@ def run_group(programs: list[Program], batch: bool) -> tuple[str | None, Program
         if diff is not None:
             return diff, p
         if alone:
-            diff = compare_env(cpu, lazy)
+            diff = compare_env(cpu, lazy, p)
             del lazy  # its pending values must not join the next graph
             if diff is not None:
                 return diff, p
@@ -186,7 +186,7 @@ def run_group(programs: list[Program], batch: bool) -> tuple[str | None, Program
         except Exception as e:
             return f"mark_step() raised {type(e).__name__}: {e}", pending[0][0]
         for p, cpu, lazy in pending:
-            diff = compare_env(cpu, lazy)
+            diff = compare_env(cpu, lazy, p)
             if diff is not None:
                 return diff, p
     return None, None

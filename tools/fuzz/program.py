@@ -57,6 +57,20 @@ class Program:
     def categories(self) -> set[str]:
         return {ln.category for ln in self.lines}
 
+    def zero_sign_unspecified(self) -> set[str]:
+        """Variables computed from a matrix product, whose zeros' signs eager leaves to its BLAS.
+
+        The CPU's GEMM gives ``-0.0`` for a sum of negative-zero products when K is 1 and
+        ``+0.0`` at 1x1 or in bfloat16 (its accumulator starts at +0.0 there): no backend can
+        follow that, and PyTorch does not promise either (fuzz seed 1100 p675:
+        ``F.linear(x[..., None], w)``). Values, NaN and infinities are still compared.
+        """
+        tainted: set[str] = set()
+        for line in self.lines:
+            if line.category in ("matmul", "linear") or line.uses() & tainted:
+                tainted.update(line.touched)
+        return tainted
+
 
 def opposite_zeros(*tensors: Any) -> bool:
     """Whether 0.0 and -0.0 meet: at one position of two tensors (after broadcasting),
