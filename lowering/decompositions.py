@@ -31,6 +31,7 @@ from .log1p_expm1 import expm1, log1p
 from .log10 import log10
 from .log_sigmoid import log_sigmoid_backward
 from .opmath import real_input
+from .pooling import adaptive_max_pool2d, max_pool2d_with_indices
 from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
 
 aten = torch.ops.aten
@@ -282,6 +283,23 @@ DECOMPOSED_OPS = (
     aten.sub.Scalar,
     aten.rsub.Tensor,
     aten.rsub.Scalar,
+    # Max pooling's indices: torch-mlir finds them by comparing with the pooled value, which a
+    # NaN never equals, so a window holding a NaN got index -1 and the backward scattered its
+    # gradient there (adaptive_max_pool2d corrupted the heap: SIGABRT on iree-cpu and
+    # reference). Eager's scan, NaN and ties included (lowering/pooling.py; _ONLY_WHEN: a
+    # floating input).
+    aten.max_pool2d_with_indices.default,
+    aten.adaptive_max_pool2d.default,
+    # Activations whose torch-mlir lowering is not eager's kernel (an adversarial sweep of
+    # special values through activations and their backwards): softshrink gave x - lambd
+    # below -lambd (softshrink(-3) was -3.5, eager -2.5); hardshrink turned NaN into 0;
+    # hardtanh_backward (ReLU6's gradient) passed the gradient at x == min and x == max where
+    # eager gives 0, and dropped it at NaN; softplus_backward turned a NaN into the gradient.
+    # Each is eager's kernel formula now (_ONLY_WHEN: a floating input).
+    aten.softshrink.default,
+    aten.hardshrink.default,
+    aten.hardtanh_backward.default,
+    aten.softplus_backward.default,
 )
 
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
@@ -295,7 +313,8 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divi
                                       aten.addmm.default, aten.addbmm.default, aten.baddbmm.default,
                                       aten.elu.default, aten.celu.default, *_SCALAR_SHIFTS,
                                       aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar,
-                                      aten.threshold.default})
+                                      aten.threshold.default, aten.threshold_backward.default, aten.softshrink.default, aten.hardshrink.default,
+                                      aten.hardtanh_backward.default, aten.softplus_backward.default})
 
 
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
@@ -542,6 +561,32 @@ def _threshold_backward(grad: torch.Tensor, x: torch.Tensor, threshold: Any) -> 
     return grad.masked_fill(x <= _in_dtype_of(x, threshold), 0)
 
 
+def _softshrink(x: torch.Tensor, lambd: Any = 0.5) -> torch.Tensor:
+    """Eager's kernel: ``x - lambd`` above lambd, ``x + lambd`` below -lambd, else ``x * 0``
+    (a zero of x's sign, or NaN), written without the literal 0 that lavapipe folds."""
+    zero = torch.where(_negative(x), torch.full_like(x, -0.0), torch.zeros_like(x))
+    middle = torch.where(torch.isnan(x), x, zero)
+    return torch.where(x > lambd, x - lambd, torch.where(x < -lambd, x + lambd, middle))
+
+
+def _hardshrink(x: torch.Tensor, lambd: Any = 0.5) -> torch.Tensor:
+    """Eager's kernel: 0 where ``-lambd <= x <= lambd``, else ``x`` (NaN stays)."""
+    return x.masked_fill((x >= -lambd) & (x <= lambd), 0)
+
+
+def _hardtanh_backward(grad: torch.Tensor, x: torch.Tensor, min_val: Any, max_val: Any) -> torch.Tensor:
+    """Eager's kernel: 0 where ``x <= min_val`` or ``x >= max_val``, else ``grad``."""
+    return grad.masked_fill((x <= min_val) | (x >= max_val), 0)
+
+
+def _softplus_backward(grad: torch.Tensor, x: torch.Tensor, beta: Any, threshold: Any) -> torch.Tensor:
+    """Eager's kernel: ``grad`` where ``x * beta > threshold``, else ``grad * z / (z + 1)`` with
+    ``z = exp(x * beta)`` (a NaN ``x`` gives NaN)."""
+    scaled = x * beta
+    z = torch.exp(scaled)
+    return torch.where(scaled > threshold, grad, grad * z / (z + 1))
+
+
 def _sub_integer_zero_alpha(x: Any, other: Any, alpha: Any = 1) -> torch.Tensor:
     """``x - 0 * other`` as eager computes it: ``x + 0 * other`` (the alpha negated as an integer)."""
     return torch.add(x, other, alpha=0)
@@ -572,6 +617,12 @@ def _integer_zero_alpha(node: Node) -> bool:
 def _floating_result(node: Node) -> bool:
     meta = node.metas[0] if node.metas else None
     return meta is not None and meta.dtype.is_floating_point
+
+
+def _floating_second_input(node: Node) -> bool:
+    """The op's second operand (a backward's forward input) is floating."""
+    x = node.args[1] if len(node.args) > 1 else None
+    return isinstance(x, Output) and x.meta is not None and x.meta.dtype.is_floating_point
 
 
 def _reduced_trig(node: Node) -> bool:
@@ -1042,6 +1093,12 @@ def _table() -> dict[Any, Callable]:
     table[aten.sub.Tensor] = table[aten.sub.Scalar] = _sub_integer_zero_alpha
     table[aten.rsub.Scalar] = _rsub_integer_zero_alpha
     table[aten.rsub.Tensor] = _rsub_tensor
+    table[aten.max_pool2d_with_indices.default] = max_pool2d_with_indices
+    table[aten.adaptive_max_pool2d.default] = adaptive_max_pool2d
+    table[aten.softshrink.default] = _softshrink
+    table[aten.hardshrink.default] = _hardshrink
+    table[aten.hardtanh_backward.default] = _hardtanh_backward
+    table[aten.softplus_backward.default] = _softplus_backward
     table.update(_nan_table())
     return table
 
@@ -1081,6 +1138,10 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.relu.default: _floating_input,
     aten.threshold.default: _floating_input,
     aten.threshold_backward.default: _floating_input,
+    aten.max_pool2d_with_indices.default: _floating_input,
+    aten.adaptive_max_pool2d.default: _floating_input,
+    **dict.fromkeys((aten.softshrink.default, aten.hardshrink.default), _floating_input),
+    **dict.fromkeys((aten.hardtanh_backward.default, aten.softplus_backward.default), _floating_second_input),
     **dict.fromkeys((aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar), _integer_zero_alpha),
     aten.sign.default: _not_bool_input,
     aten.sgn.default: _not_bool_input,

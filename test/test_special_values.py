@@ -1,0 +1,81 @@
+"""NaN, signed zeros and infinities through activations, pooling and their backwards.
+
+An adversarial sweep of special values found kernels whose torch-mlir
+lowering is not eager's: softshrink gave ``x - lambd`` below ``-lambd``,
+ReLU6's gradient passed at exactly 0 and 6, several ops turned a NaN into a
+number (hardshrink, softplus's and ReLU's gradients), and max pooling gave a
+window holding a NaN the index -1, whose backward corrupted the heap
+(``adaptive_max_pool2d``: SIGABRT on iree-cpu and reference). Each case runs
+forward and backward in one graph and compares values, NaN positions and
+signs of zeros with eager on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import requested_backends, use_backend
+
+NAN, INF = float("nan"), float("inf")
+VALUES = torch.tensor([NAN, -0.0, 0.0, -INF, INF, -3.0, 3.0, 6.0, -0.5, 0.5, 20.5, -20.5])
+
+CASES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu,
+    "relu6": F.relu6,
+    "hardtanh": lambda x: F.hardtanh(x, -3.0, 0.5),
+    "threshold": lambda x: F.threshold(x, 0.5, -7.25),
+    "softshrink": F.softshrink,
+    "softshrink_lambda": lambda x: F.softshrink(x, 3.0),
+    "hardshrink": F.hardshrink,
+    "hardshrink_lambda": lambda x: F.hardshrink(x, 3.0),
+    "softplus": F.softplus,
+    "softplus_beta": lambda x: F.softplus(x, beta=2.0, threshold=5.0),
+    "max_pool2d": lambda x: F.max_pool2d(x.view(1, 1, 3, 4), 2, 1),
+    "max_pool2d_padded": lambda x: F.max_pool2d(x.view(1, 3, 4), 3, 2, padding=1, ceil_mode=True),
+    "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x.view(1, 1, 3, 4), (2, 3)),
+    "adaptive_max_pool2d_one": lambda x: F.adaptive_max_pool2d(x.view(1, 1, 3, 4), 1),
+}
+
+
+def _run(fn: Callable[[torch.Tensor], torch.Tensor], device: str) -> list[torch.Tensor]:
+    x = VALUES.clone().to(device).requires_grad_()
+    y = fn(x)
+    weights = torch.linspace(-1.0, 1.0, y.numel()).view(y.shape).to(device)
+    (y * weights).sum().backward()
+    return [y.detach().cpu(), x.grad.cpu()]
+
+
+def _same(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape, (got, want)
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-6, atol=1e-7)
+    zeros = (got == 0) & (want == 0)
+    assert torch.equal(got.signbit()[zeros], want.signbit()[zeros]), (got, want)
+
+
+@pytest.mark.parametrize("name", requested_backends())
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_special_values_forward_and_backward_as_eager(name: str, case: str) -> None:
+    use_backend(name)
+    want = _run(CASES[case], "cpu")
+    got = _run(CASES[case], "lazy")
+    for g, w, what in zip(got, want, ("forward", "gradient"), strict=True):
+        try:
+            _same(g, w)
+        except AssertionError as e:
+            raise AssertionError(f"{case} {what}:\n  lazy  {g.flatten().tolist()}\n  eager {w.flatten().tolist()}") from e
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_max_pool_indices_of_windows_holding_nan(name: str) -> None:
+    """The indices themselves: eager takes the last NaN of a window, and the first of equal maxima."""
+    use_backend(name)
+    x = torch.tensor([[NAN, 1.0, NAN, 2.0], [-0.0, 0.0, 5.0, 5.0], [-INF, -INF, 1.0, NAN]]).view(1, 1, 3, 4)
+    for fn in (lambda t: F.max_pool2d(t, 2, 1, return_indices=True),
+               lambda t: F.adaptive_max_pool2d(t, (2, 2), return_indices=True),
+               lambda t: F.max_pool2d(t, (2, 3), (1, 2), padding=(1, 1), dilation=(2, 1), return_indices=True)):
+        (v, i), (lv, li) = fn(x), fn(x.to("lazy"))
+        assert torch.equal(li.cpu(), i), (li.cpu(), i)
+        _same(lv.cpu(), v)
