@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from . import config, metrics, source_location
+from . import config, host_constants, metrics, source_location
 from .async_exec import (
     LazyExecutionError,
     PendingBatch,
@@ -329,6 +329,19 @@ class GraphExecutor:
                 previous.append(None)
         if not roots:
             return {}
+        # Constant fills are made on the host (host_constants: IREE miscompiles a graph returning one).
+        produced: dict[tuple[int, int], Output] = {}
+        computed, constant = host_constants.split(roots)
+        if constant:
+            device = backend.default_device()
+            for i in constant:
+                out = roots[i]
+                data = backend.make_backend_data(host_constants.make(out), device)
+                produced[id(out.node), out.index] = Output(DeviceData(data, out.meta, out.node.location))
+            roots, previous = [roots[i] for i in computed], [previous[i] for i in computed]
+            if not roots:
+                self._assign(storages, produced)
+                return produced
         with metrics.timed("build_graph"):
             graph = build_graph(roots)
         metrics.counter_add(f"execute_reason::{reason.split(' ')[0]}")
@@ -402,19 +415,22 @@ class GraphExecutor:
             batch.wait()
             # The values themselves (or the rolled-back ones), not placeholders to resolve at each use.
             results = [p._value or (p._fallback if isinstance(p._fallback, BackendData) else p) for p in results]
-        produced: dict[tuple[int, int], Output] = {}
         for out, data in zip(roots, results):
             produced[id(out.node), out.index] = Output(DeviceData(data, out.meta, out.node.location))
-        for s in storages:
-            new = produced.get((id(s.value.node), s.value.index))
-            if new is not None:
-                s.value = new
-                s.previous = None  # the placeholder holds it now (a fallback) until the run ends
+        self._assign(storages, produced)
         if wait:
             batch.raise_if_failed()
         for hook in self.hooks:
             hook(graph, entry, reason)
         return produced
+
+    @staticmethod
+    def _assign(storages: list[Storage], produced: dict[tuple[int, int], Output]) -> None:
+        for s in storages:
+            new = produced.get((id(s.value.node), s.value.index))
+            if new is not None:
+                s.value = new
+                s.previous = None  # the placeholder holds it now (a fallback) until the run ends
 
     @staticmethod
     def _fallbacks(roots: list[Output], previous: list[Any], data_args: list[Any], donated: dict[int, int]) -> list[Any]:
