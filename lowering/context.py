@@ -31,7 +31,7 @@ from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 from . import bf16, half_accumulation
 from .comparisons import SCALAR_COMPARISONS, rewrite_number_comparisons
 from .computation import ArgInfo, Computation, ResultInfo
-from .decompositions import DECOMPOSED_OPS, TENSOR_FORMS, canonical_args
+from .decompositions import DECOMPOSED_OPS, MAX_POOL_DECOMPOSED, TENSOR_FORMS, canonical_args
 from .decompositions import inline as inline_decomposition
 from .errors import LoweringError
 from .fx_meta import fake_tensor as _fake_tensor
@@ -66,14 +66,21 @@ class LoweringContext:
     """Builds one Computation from one LazyGraph."""
 
     def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
-                 emulate_bf16: str | None = None) -> None:
+                 emulate_bf16: str | None = None, exact_max_pool: bool = True) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
         f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
 
         ``emulate_bf16`` ("bits" or "casts", see ``lowering.bf16``) computes
         every bf16 value in f32, rounded to bf16 after each op, for compilers
-        that do not compute bf16 as PyTorch does."""
+        that do not compute bf16 as PyTorch does.
+
+        ``exact_max_pool`` (default) emits max pooling as eager's scan
+        (``lowering/pooling.py``: a window holding a NaN gets its index, not -1);
+        False keeps torch-mlir's pooling op, for a compiler that cannot take the
+        scan (iree-compile on torch-mlir's linalg exceeds its stack limit on the
+        scan's backward: ``examples/custom_backend.py``)."""
         self.graph = graph
+        self.skipped = frozenset() if exact_max_pool else MAX_POOL_DECOMPOSED
         self.boundary_casts = boundary_casts or {}
         self.emulate_bf16 = bf16.check_mode(emulate_bf16)
         if self.emulate_bf16 and torch.bfloat16 in self.boundary_casts:
@@ -179,7 +186,7 @@ class LoweringContext:
                 self._values[id(node), 0] = self._emulated_view_dtype(node, trace)
                 continue
             values = self._empty_results(node, trace)
-            if values is None and node.op in DECOMPOSED_OPS:  # no lowering past the torch dialect: inline its decomposition
+            if values is None and node.op in DECOMPOSED_OPS and node.op not in self.skipped:  # no lowering past the torch dialect: inline its decomposition
                 constant = bf16.swap_dtype if self.emulate_bf16 else (lambda x: x)
                 values = inline_decomposition(g, node, self._operand_tensor, trace, meta=self._meta, constant=constant)
             if values is None:
@@ -493,9 +500,9 @@ def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:
 
 
 def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
-                emulate_bf16: str | None = None) -> Computation:
+                emulate_bf16: str | None = None, exact_max_pool: bool = True) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
-    return LoweringContext(graph, boundary_casts, emulate_bf16).build()
+    return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool).build()
 
 
 def _is_number(x: Any) -> bool:

@@ -302,6 +302,9 @@ DECOMPOSED_OPS = (
     aten.softplus_backward.default,
 )
 
+#: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
+MAX_POOL_DECOMPOSED = frozenset({aten.max_pool2d_with_indices.default, aten.adaptive_max_pool2d.default})
+
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
                   aten.bitwise_right_shift.Tensor_Scalar)
 
