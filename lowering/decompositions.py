@@ -605,7 +605,7 @@ def _rsub_tensor(x: torch.Tensor, other: torch.Tensor, alpha: Any = 1) -> torch.
     on the CPU). A runtime alpha (a 0-d tensor here; never 0 or 1) is ``other - x * alpha``,
     eager's ``other + (-alpha) * x`` exactly."""
     if type(alpha) in (int, bool) and alpha == 0 and torch.result_type(x, other).is_floating_point:
-        return torch.add(other, x, alpha=0)
+        return _rsub_integer_zero_alpha(x, other)
     if isinstance(alpha, torch.Tensor):
         return other - x * alpha
     return torch.sub(other, x, alpha=alpha)
