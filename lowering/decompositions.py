@@ -30,6 +30,7 @@ from .hyperbolic import acosh, asinh, atanh, sinh
 from .log1p_expm1 import expm1, log1p
 from .log10 import log10
 from .log_sigmoid import log_sigmoid_backward
+from .logcumsumexp import logcumsumexp
 from .opmath import real_input
 from .pooling import adaptive_max_pool2d, max_pool2d_with_indices
 from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
@@ -152,6 +153,9 @@ DECOMPOSED_OPS = (
     # backend), so it ran op by op. PyTorch's decomposition is eager's
     # algorithm (the max subtracted, infinite maxima zeroed).
     aten.logsumexp.default,
+    # ``logcumsumexp``: torch-mlir's ``log(cumsum(exp(x)))`` overflows above 88,
+    # underflows below -104 and rounds the first element (lowering/logcumsumexp.py).
+    aten.logcumsumexp.default,
     # sin, cos and tan (lowering/trig.py): IREE's approximation reduces the
     # argument with ``floor`` and one float32 pi/2, 10^4 to 10^9 ulps off for
     # small negative and large arguments; its atan is 40 ulps off near 0.66.
@@ -1070,6 +1074,7 @@ def _table() -> dict[Any, Callable]:
         table[op] = _on_one_element(op)
     table[aten.cumsum.default] = _cumsum
     table[aten.logsumexp.default] = _logsumexp
+    table[aten.logcumsumexp.default] = logcumsumexp
     table[aten.sign.default] = table[aten.sgn.default] = _sign
     table[aten.trunc.default] = _trunc
     table[aten.frac.default] = _frac
@@ -1138,6 +1143,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.trunc.default: _floating_input,
     **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default, aten.atan.default), _reduced_trig),
     aten.frac.default: _floating_input,
+    aten.logcumsumexp.default: _floating_input,
     aten.relu.default: _floating_input,
     aten.threshold.default: _floating_input,
     aten.threshold_backward.default: _floating_input,
