@@ -31,6 +31,7 @@ from lazy_mlir import lowering
 
 from .mlir_backend import MlirBackend, text_digest
 from .reference_libm import LIBM_SOURCE, call_libm
+from .reference_memref_copy import MEMREF_COPY_SYMBOL, memref_copy_address, raise_copy_error
 
 _CONSUME_PREFIX = "refbackend_consume_func_return_"
 
@@ -140,6 +141,8 @@ class ReferenceExecutable:
         self._result: list[torch.Tensor] | None = None
         self._inputs: set[int] = set()
         self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=_half_float_runtime())
+        # A strided copy calls MLIR's C runtime, which torch-mlir's wheel lacks.
+        self.engine.raw_register_runtime(MEMREF_COPY_SYMBOL, memref_copy_address())
         self._callbacks = []
         with module.context:
             for op in module.body:
@@ -192,6 +195,7 @@ class ReferenceExecutable:
         self.engine.invoke(self.func_name, *ffi_args)
         results = self._result
         self._result = None
+        raise_copy_error()
         if results is None and self.n_results:
             raise RuntimeError(f"{self.func_name} produced no results")
         # i1 results come back as numpy bools already; bf16 ones as f32 carriers.
