@@ -206,6 +206,10 @@ DECOMPOSED_OPS = (
     # backend (MLIR: "unimplemented: tensor with zero element", SIGABRT); the
     # same division written as ``1 / x`` gives inf as it should.
     aten.reciprocal.default,
+    # A division by a literal zero (``t / 0.0``): lavapipe's shaders returned garbage
+    # for it; ``x * inf`` is the same number for every x (_ONLY_WHEN, ``_div_by_zero``).
+    aten.div.Scalar,
+    aten.div.Tensor,
     # Floating ``fmod``: torch-mlir lowers it as ``a - b * trunc(a / b)``, off
     # by a multiple of b wherever a / b rounds (fmod(5.5, 0.1) gave -3e-16 on
     # iree-cpu, eager 0.09999...; the reference backend gave 0.0), and with
@@ -931,6 +935,24 @@ def _fmod(x: torch.Tensor, y: Any) -> torch.Tensor:
         return aten.fmod.Tensor(x.to(dtype), y)
 
 
+def _div_by_zero(x: torch.Tensor, other: Any) -> torch.Tensor:
+    """``x / 0.0`` (or ``/ -0.0``, ``/ 0``) as ``x * inf`` (``* -inf``): equal in IEEE for every
+    ``x`` (a nonzero one gives its signed infinity, 0 and NaN give NaN), and what Vulkan
+    computes correctly. lavapipe's shaders returned garbage for a division by a literal
+    zero (``t / 0.0`` gave ``[2.8e-45, 0, ...]``, fuzz seed 1400, iree-vulkan)."""
+    dtype = torch.result_type(x, other)
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    return x.to(dtype) * math.copysign(math.inf, float(other))
+
+
+def _divides_by_literal_zero(node: Node) -> bool:
+    """A real division whose divisor is the Python number 0 (either sign)."""
+    other = node.args[1] if len(node.args) > 1 else node.kwargs.get("other")
+    return (isinstance(other, int | float) and not isinstance(other, bool) and other == 0
+            and _floating_result(node))
+
+
 def _integer_or_floating_result(node: Node) -> bool:
     meta = node.metas[0] if node.metas else None
     return meta is not None and meta.dtype != torch.bool and not meta.dtype.is_complex \
@@ -1067,6 +1089,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.floor_divide.default] = table[aten.floor_divide.Scalar] = _floor_divide_float
     table[aten.div.Tensor_mode] = table[aten.div.Scalar_mode] = _div_mode
     table[aten.reciprocal.default] = _reciprocal
+    table[aten.div.Scalar] = table[aten.div.Tensor] = _div_by_zero
     table[aten.isin.Tensor_Tensor] = table[aten.isin.Tensor_Scalar] = _isin
     table[aten.diagonal_scatter.default] = _diagonal_scatter
     table[aten.signbit.default] = _no_sign_bit
@@ -1125,6 +1148,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.floor_divide.Scalar: _floor_division,
     **dict.fromkeys(_SCALAR_SHIFTS, _shift_amount_needs_checks),
     aten.div.Tensor_mode: _floor_division,
+    aten.div.Scalar: _divides_by_literal_zero,
+    aten.div.Tensor: _divides_by_literal_zero,
     aten.div.Scalar_mode: _floor_division,
     aten.add.Tensor: _bool_plus_bool,
     aten.add.Scalar: _bool_plus_bool,

@@ -1250,3 +1250,44 @@ def test_a_strided_result_of_a_dynamic_graph(name):
         torch.testing.assert_close(lazy(x)[::2, :, 1:].cpu(), x[::2, :, 1:])
     if name != "eager":
         assert lazy_core.metrics.counters().get("dynamic_compile", 0) > before
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_a_division_by_a_literal_zero(name):
+    """Fuzz seed 1400 (iree-vulkan): ``torch.true_divide(int32_t, 0.0)`` gave 0.0 and ``t / 0.0``
+    garbage (``[nan, 0.0, 2.8e-45]``): lavapipe's shaders mishandle ``arith.divf %x, 0.0``. The
+    lowering writes a division by a literal zero as ``x * inf`` (``* -inf`` for -0.0), the same
+    number for every x, so the graph stays compiled on every backend (strict: no fallback)."""
+    use_backend(name)
+    i = torch.tensor([[-3, 0, 2], [1, -1, 0]], dtype=torch.int32)
+    f = torch.tensor([-3.0, 0.0, -0.0, 2.5, float("inf"), float("-inf"), float("nan"), 1e-30])
+    cases = {
+        "int / 0.0": lambda x, _: torch.true_divide(x, 0.0), "int / 0": lambda x, _: x / 0,
+        "int / -0.0": lambda x, _: x / -0.0, "float / 0.0": lambda _, y: y / 0.0,
+        "float / -0.0": lambda _, y: torch.div(y, -0.0), "float / 0": lambda _, y: y / 0,
+        "half / 0.0": lambda _, y: y.half() / 0.0, "float64 / 0": lambda _, y: y.double() / 0,
+    }
+    for what, fn in cases.items():
+        if what == "float64 / 0" and name == "iree-vulkan":
+            continue  # lavapipe's target lacks f64 (backends/iree/config.py)
+        want = fn(i, f)
+        got = fn(lazy(i), lazy(f)).cpu()
+        assert got.dtype == want.dtype, what
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=what)
+
+
+@pytest.mark.parametrize("name", _refused_on_vulkan())
+def test_a_division_by_a_zero_iree_folds(name, monkeypatch):
+    """The same division with a zero IREE folds itself (a fill, ``ones - 1``): on iree-vulkan
+    ``t / (ones - 1)`` gave ``t``. The flow-phase IR is checked for ``arith.divf`` by a constant
+    zero and such a graph is refused for Vulkan (backends/iree/miscompiles.py): it runs op by op."""
+    _use_refusing_backend(name, monkeypatch)
+    t = torch.tensor([[-3.0, 0.0, 2.0], [1.0, -1.0, float("nan")]])
+    i = torch.tensor([[-3, 0, 2], [1, -1, 0]], dtype=torch.int32)
+    cases = {
+        "fill": lambda x, dev: x / torch.zeros(3, device=dev),
+        "ones - 1": lambda x, dev: x / (torch.ones(3, device=dev) - 1),
+        "int / 0-d fill": lambda _, dev: i.to(dev) / torch.zeros((), device=dev),
+    }
+    for what, fn in cases.items():
+        torch.testing.assert_close(fn(lazy(t), "lazy").cpu(), fn(t, "cpu"), rtol=0, atol=0, equal_nan=True, msg=what)

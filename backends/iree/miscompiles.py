@@ -42,6 +42,15 @@ first one's output. ``topk(x, k, largest=False)`` next to ``topk(x, k)`` gave
 the largest values (fuzz seed 601), and the second of any two ``argsort``s of
 equal shapes got the first one's permutation. A flow-phase graph with a value
 tied to two dispatches of which one sorts is refused.
+
+A floating division by a constant zero on a SPIR-V target. Vulkan leaves
+``OpFDiv`` undefined for a zero divisor, and lavapipe's shaders returned
+garbage for ``arith.divf %x, 0.0``: ``t / torch.zeros(3)`` gave the bits of
+other values (``[nan, 0.0, 2.8e-45]``, eager ``[-inf, nan, inf]``) and
+``t / (ones - 1)`` gave ``t`` (fuzz seed 1400). A division by a zero the data
+hold is right (only a constant is folded). The lowering writes a division by
+a literal zero as ``x * inf`` (the same number for every x); a zero IREE
+derives itself (a fill, ``ones - 1``) reaches here, and its graph is refused.
 """
 
 from __future__ import annotations
@@ -92,6 +101,28 @@ def inexact_on_spirv(flow_ir: str) -> list[str]:
     return [line.strip() for line in _LOC.sub("", flow_ir).splitlines() if "arith.remf" in line]
 
 
+#: A floating zero constant, scalar or splat: ``%cst = arith.constant 0.000000e+00 : f32``.
+_ZERO = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?:dense<)?-?0\.0+e\+00>?\s*:", re.M)
+_DIVF = re.compile(r"arith\.divf\s+%[\w.$-]+\s*,\s*(?P<divisor>%[\w.$-]+)")
+
+
+def divisions_by_zero_on_spirv(flow_ir: str) -> list[str]:
+    """The lines of ``flow_ir`` that divide by a constant floating zero, or by a zero splat
+    fed to a ``linalg.generic`` (function by function: SSA names repeat across dispatches)."""
+    found = []
+    for func in _LOC.sub("", flow_ir).split("func.func ")[1:]:
+        zeros = {m.group("name") for m in _ZERO.finditer(func)}
+        if not zeros:
+            continue
+        for m in _GENERIC.finditer(func):
+            ins = _VALUE.findall((m.group("ins") or "").split(":")[0])
+            args = _VALUE.findall(m.group("args"))
+            zeros |= {arg for value, arg in zip(ins, args) if value in zeros}
+        found += [line.strip() for line in func.splitlines()
+                  if (d := _DIVF.search(line)) is not None and d.group("divisor") in zeros]
+    return found
+
+
 #: A dispatch at the flow phase: its executable entry, operands and results (tied ones are ``%names``).
 _DISPATCH = re.compile(r"flow\.dispatch @(?P<entry>[^(\s]+)\((?P<operands>[^)]*)\)\s*:\s*\(.*?\)\s*->\s*(?P<results>.*)$")
 
@@ -134,4 +165,9 @@ def refusal(flow_ir: str, target_backend: str) -> tuple[str, str, str] | None:
         return ("iree_refused_inexact",
                 "a floating remainder (fmod, %, //): Vulkan computes it only as x - y * trunc(x / y), "
                 "off by a multiple of y where x / y rounds, so the graph is not compiled for it", inexact[0])
+    by_zero = divisions_by_zero_on_spirv(flow_ir) if target_backend == "vulkan-spirv" else []
+    if by_zero:
+        return ("iree_refused_division_by_zero",
+                "a floating division by a constant zero: lavapipe's shaders return garbage for it "
+                "(x / 0.0 came back as other values' bits), so the graph is not compiled for Vulkan", by_zero[0])
     return None
