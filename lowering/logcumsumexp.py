@@ -18,6 +18,9 @@ element is never combined and equals ``x[0]`` exactly, and every result is
 within a few ulps of eager's (eager accumulates in double: at most
 ``log2 n`` roundings here). A half-precision input is scanned in float32 and
 rounded once, as eager's accumulator is (``lowering/half_accumulation.py``).
+Eager never returns -0.0 (its first step is ``log1p(0) + x``, and ``+0.0 +
+-0.0`` is +0.0): every zero is written as +0.0 (a ``masked_fill``: lavapipe
+folds ``y + 0.0`` to ``y``; fuzz seed 1202 program 763').
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def _log_add_exp(x: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
 
 
 def logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """``torch.logcumsumexp(x, dim)`` for a floating ``x`` (0-d: a copy, as eager)."""
+    """``torch.logcumsumexp(x, dim)`` for a floating ``x`` (0-d: a copy, -0.0 kept, as eager)."""
     if x.dim() == 0:
         return x.clone()
     half = x.dtype in (torch.float16, torch.bfloat16)
@@ -49,6 +52,5 @@ def logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
         combined = _log_add_exp(y.narrow(dim, step, n - step), y.narrow(dim, 0, n - step))
         y = torch.cat([y.narrow(dim, 0, step), combined], dim)
         step *= 2
-    if half:
-        return y.to(x.dtype)
-    return y if y is not x else x.clone()
+    y = y.masked_fill(y == 0, 0.0)
+    return y.to(x.dtype) if half else y

@@ -1217,12 +1217,14 @@ def test_logcumsumexp_is_eager_scan(name):
     nan, inf = float("nan"), float("inf")
     cases = [torch.ones(2, 3, 4), torch.tensor([100.0, 100.0, 90.0]), torch.tensor([-200.0, 0.0, -300.0]),
              torch.tensor([inf, 1.0, -inf]), torch.tensor([-inf, -inf, 2.0]), torch.tensor([1.0, nan, 3.0]),
-             torch.randn(5, 37, generator=torch.Generator().manual_seed(0)) * 30]
+             torch.randn(5, 37, generator=torch.Generator().manual_seed(0)) * 30,
+             torch.tensor([[2.0, -0.0, 0.5], [-0.0, -inf, -2.0]]), torch.tensor(-0.0)]  # p763': eager gives +0.0
     for x in cases:
         for dim in sorted({0, -1}):
             want = torch.logcumsumexp(x, dim)
-            got = torch.logcumsumexp(lazy(x), dim)
-            torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+            got = torch.logcumsumexp(lazy(x), dim).cpu()
+            torch.testing.assert_close(got, want, equal_nan=True)
+            assert torch.equal(got.signbit() & (got == 0), want.signbit() & (want == 0)), (x, dim)
             assert torch.equal(torch.logcumsumexp(lazy(x), dim).to(torch.int64).cpu(), want.to(torch.int64))
     x = torch.randn(4, 9, generator=torch.Generator().manual_seed(1)) * 50
     w = torch.randn(4, 9, generator=torch.Generator().manual_seed(2))
