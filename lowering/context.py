@@ -37,6 +37,7 @@ from .errors import LoweringError
 from .fx_meta import fake_tensor as _fake_tensor
 from .fx_meta import meta_tensor as _meta_tensor
 from .fx_meta import set_meta as _set_meta
+from .int_extrema import widen_int_extrema
 from .small_ints import widen_small_ints
 
 _tls = threading.local()
@@ -66,7 +67,8 @@ class LoweringContext:
     """Builds one Computation from one LazyGraph."""
 
     def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
-                 emulate_bf16: str | None = None, exact_max_pool: bool = True) -> None:
+                 emulate_bf16: str | None = None, exact_max_pool: bool = True,
+                 int64_extrema: bool = False) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
         f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
 
@@ -78,8 +80,12 @@ class LoweringContext:
         (``lowering/pooling.py``: a window holding a NaN gets its index, not -1);
         False keeps torch-mlir's pooling op, for a compiler that cannot take the
         scan (iree-compile on torch-mlir's linalg exceeds its stack limit on the
-        scan's backward: ``examples/custom_backend.py``)."""
+        scan's backward: ``examples/custom_backend.py``).
+
+        ``int64_extrema`` computes integer and bool min/max reductions in int64
+        (``lowering/int_extrema.py``: Vulkan gets narrower ones wrong)."""
         self.graph = graph
+        self.int64_extrema = int64_extrema
         self.skipped = frozenset() if exact_max_pool else MAX_POOL_DECOMPOSED
         self.boundary_casts = boundary_casts or {}
         self.emulate_bf16 = bf16.check_mode(emulate_bf16)
@@ -216,6 +222,8 @@ class LoweringContext:
         g.output(tuple(outs))
         rewrite_number_comparisons(g)  # every one, those of decompositions too
         widen_small_ints(g)
+        if self.int64_extrema:
+            widen_int_extrema(g)
         return g
 
     def _empty_results(self, node: Node, trace: str | None) -> list[Any] | None:
@@ -500,9 +508,10 @@ def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:
 
 
 def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
-                emulate_bf16: str | None = None, exact_max_pool: bool = True) -> Computation:
+                emulate_bf16: str | None = None, exact_max_pool: bool = True,
+                int64_extrema: bool = False) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
-    return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool).build()
+    return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema).build()
 
 
 def _is_number(x: Any) -> bool:

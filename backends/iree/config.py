@@ -117,12 +117,15 @@ class TargetSpec:
     #: How the lowering writes bf16 out of the computation (``lowering.bf16``), or
     #: None to hand IREE bf16 as it is. See the module docstring.
     emulate_bf16: str | None = "bits"
+    #: Compute integer min/max reductions in int64 (``lowering/int_extrema.py``): IREE's
+    #: SPIR-V code for narrower ones read past the data on lavapipe for some sizes.
+    int64_extrema: bool = False
 
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
                  (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"))
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
-                    _CORRECTNESS)
+                    _CORRECTNESS, int64_extrema=True)
 CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
