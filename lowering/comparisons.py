@@ -26,6 +26,12 @@ exactly as eager wraps it), then:
 * bool tensor: converted to the compare dtype first (int64 against a bool);
 * integer tensor with a float or a bool: the Tensor form against a 0-d
   constant, which has no such folder (``eq.Tensor`` folds only equal types).
+
+Two tensors, a bool one and an integer one: torch-mlir's lowering of the
+Tensor forms compares them *unsigned* when ``self`` is the bool
+(``bools >= ints`` read -1 as 2^64 - 1: ``False >= -1`` was False on every
+compiled backend, fuzz seed 1204 p1487). The bool operand is converted to
+the compare dtype first (``torch.result_type``, as eager promotes).
 """
 
 from __future__ import annotations
@@ -70,10 +76,36 @@ def _new(g: Graph, before: Node, op: Any, args: tuple, kwargs: dict, meta: Tenso
     return node
 
 
+#: The Tensor comparisons (see the module docstring: a bool against an integer tensor).
+TENSOR_COMPARISONS = frozenset(SCALAR_COMPARISONS.values())
+
+
+def _promote_bool_operand(g: Graph, node: Node) -> bool:
+    """A bool operand of a mixed Tensor comparison converted to the compare dtype."""
+    vals = [a.meta.get("val") if isinstance(a, Node) else None for a in node.args[:2]]
+    if len(vals) != 2 or not all(isinstance(v, torch.Tensor) for v in vals):
+        return False
+    dtypes = {v.dtype for v in vals}
+    if torch.bool not in dtypes or len(dtypes) == 1 or any(d.is_complex for d in dtypes):
+        return False
+    dtype = torch.result_type(*(torch.empty(v.shape, dtype=v.dtype, device="meta") for v in vals))
+    args = list(node.args)
+    for i, v in enumerate(vals):
+        if v.dtype == torch.bool:
+            args[i] = _new(g, node, aten._to_copy.default, (args[i],), {"dtype": dtype},
+                           TensorMeta(tuple(v.shape), dtype, tuple(v.stride())))
+    node.args = tuple(args)
+    return True
+
+
 def rewrite_number_comparisons(g: Graph) -> int:
-    """Rewrite every ``tensor <cmp> number`` of ``g`` in place; returns how many changed."""
+    """Rewrite every ``tensor <cmp> number`` (and bool against integer tensor) of ``g`` in
+    place; returns how many changed."""
     changed = 0
     for node in list(g.nodes):
+        if node.op == "call_function" and node.target in TENSOR_COMPARISONS:
+            changed += _promote_bool_operand(g, node)
+            continue
         if node.op != "call_function" or node.target not in SCALAR_COMPARISONS or len(node.args) != 2:
             continue
         tensor, number = node.args

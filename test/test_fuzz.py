@@ -146,3 +146,29 @@ def test_zeros_of_a_matrix_product_are_compared_without_their_sign() -> None:
     assert "v3: signs of zeros" in compare_env(cpu, lazy, program)
     lazy.env["v3"], lazy.env["v1"] = cpu.env["v3"], torch.full((2, 3), float("nan"))
     assert "v1: NaN positions" in compare_env(cpu, lazy, program)
+
+
+def test_a_float64_value_of_float32_ones_is_compared_at_float32_tolerance() -> None:
+    """Fuzz seed 1204 p1695: ``torch.add(x64, v1.erf(), alpha=-2)`` with a float32 ``erf`` one ulp
+    off was 1.2e-7 off at 0.0094, past float64's tolerance though every value was right to
+    float32's. A float64 variable computed (directly or not) from a narrower float gets float32's
+    tolerance; one computed from float64 values alone keeps float64's."""
+    import torch
+
+    from tools.fuzz.check import Trace, compare_env
+    from tools.fuzz.program import Line, Program
+
+    program = Program([Line("v0 = torch.tensor([1.0], dtype=torch.float64, device=DEV)", (), ("v0",)),
+                       Line("v1 = torch.tensor([2.0], device=DEV)", (), ("v1",)),
+                       Line("v2 = v0 - v1 * 0.99", (), ("v2",), "binary"),
+                       Line("v3 = v2 * 2", (), ("v3",), "binary"),
+                       Line("v4 = v0 * 0.0094", (), ("v4",), "binary")], "p")
+    cpu = Trace(env={"v0": torch.tensor([1.0], dtype=torch.float64), "v1": torch.tensor([2.0]),
+                     "v2": torch.tensor([0.0094], dtype=torch.float64), "v3": torch.tensor([0.0188], dtype=torch.float64),
+                     "v4": torch.tensor([0.0094], dtype=torch.float64)})
+    off = torch.tensor([1.2e-7], dtype=torch.float64)
+    lazy = Trace(env={**cpu.env, "v2": cpu.env["v2"] + off, "v3": cpu.env["v3"] + 2 * off})
+    assert compare_env(cpu, lazy, program) is None
+    assert "v2: values differ" in compare_env(cpu, lazy)  # without the program: float64's tolerance
+    lazy.env["v4"] = cpu.env["v4"] + off
+    assert "v4: values differ" in compare_env(cpu, lazy, program)

@@ -1178,15 +1178,16 @@ def test_a_constant_result_next_to_a_sort(name):
 
 
 _IREE_FOLDED_DESTINATION = (
-    "IREE 3.13 miscompile, reproduced with iree-compile alone on the torch-dialect text: in a graph "
-    "computed from constants only, an in-place-capable write (select_scatter, a fill through a "
-    "slice) into a value IREE folds to a constant (fmin(z, z) of zeros; pow(0, nan)) lands in "
-    "another result's buffer: the results come back swapped or as other buffers' bits")
+    "IREE 3.13 miscompile, reproduced with iree-compile alone on the torch-dialect text: an "
+    "in-place-capable write (select_scatter, a fill through a slice) into a value IREE folds to a "
+    "constant (fmin(z, z) of zeros; pow(0, nan); not(x != x) of an input) lands in another "
+    "result's buffer: the results come back swapped or as other buffers' bits")
 
 
 @pytest.mark.parametrize("name", on_backends(iree_cpu=_IREE_FOLDED_DESTINATION, iree_vulkan=_IREE_FOLDED_DESTINATION))
 def test_an_in_place_write_into_a_folded_constant(name):
-    """Fuzz seed 1101 programs 1431' and 1282, shrunk."""
+    """Fuzz seed 1101 programs 1431' and 1282, and seed 1205 program 366, shrunk. The last one has
+    an input: IREE folds ``eq(v0, v0)`` to a constant itself."""
     use_backend(name)
 
     def select_scatter(dev):  # v2 came back as zeros, tanh(v2) as v2's new value
@@ -1202,7 +1203,14 @@ def test_an_in_place_write_into_a_folded_constant(name):
         v4[:, -1].fill_(float("nan"))
         return [v4]
 
-    for program in (select_scatter, fill_through_a_view):
+    def write_into_a_folded_comparison(dev):  # fuzz seed 1205 p366: v2's second half came back False
+        v0 = torch.tensor([[True, False, True], [False, True, False]], device=dev)
+        v2 = torch.eq(v0, v0)  # IREE folds it to a constant (and fmin(v2, v2) to v2)
+        v3 = torch.fmin(v2, v2)
+        v3[1] = 0
+        return [v2, v3]
+
+    for program in (select_scatter, fill_through_a_view, write_into_a_folded_comparison):
         for got, want in zip(program("lazy"), program("cpu"), strict=True):
             _same(got.cpu(), want)
 
@@ -1323,3 +1331,26 @@ def test_integer_extrema_of_every_size(name):
                       dtype=torch.int32)
     got = torch.stack([lazy(v1), torch.maximum(lazy(v1), lazy(v2))], 1).min().cpu()
     assert torch.equal(got, torch.stack([v1, torch.maximum(v1, v2)], 1).min())
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_a_bool_tensor_compared_with_an_integer_tensor(name):
+    """Fuzz seed 1204 p1487 (reference, and iree-cpu alike): ``bools >= topk(ints).values`` gave
+    False where eager gives ``False >= -1 == True``: torch-mlir compares a bool ``self`` with an
+    integer tensor unsigned. The bool operand is converted to the compare dtype first
+    (lowering/comparisons.py)."""
+    use_backend(name)
+    b = torch.tensor([False, True, False, True])
+    others = [torch.tensor([-1, -1, 1, 2]), torch.tensor([-1, 0, 1, 2], dtype=torch.int32),
+              torch.tensor([-1, 1, -128, 0], dtype=torch.int8), torch.tensor([0, 1, 200, 255], dtype=torch.uint8),
+              torch.tensor([-0.5, 0.5, 1.5, 1.0]), torch.tensor(-1)]
+    cases = [(op, x, y) for other in others for op in (torch.ge, torch.gt, torch.le, torch.lt, torch.eq, torch.ne)
+             for x, y in ((b, other), (other, b))]
+    got = [op(lazy(x), lazy(y)) for op, x, y in cases]
+    lazy_core.mark_step()  # one graph
+    for (op, x, y), g in zip(cases, got, strict=True):
+        assert torch.equal(g.cpu(), op(x, y)), (op.__name__, x, y)
+    v0 = torch.tensor([[1, 1, -2], [3, -2, -2], [-1, -3, -3]])
+    v6 = torch.isnan(lazy(v0))
+    got = (v6 >= torch.topk(lazy(v0), 1, -1).values).cpu()
+    assert torch.equal(got, torch.isnan(v0) >= torch.topk(v0, 1, -1).values)
