@@ -27,6 +27,7 @@ from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 from . import trig
 from .elu import celu, elu
 from .hyperbolic import acosh, asinh, atanh, sinh
+from .lerp import lerp, logaddexp, logaddexp2
 from .log1p_expm1 import expm1, log1p
 from .log10 import log10
 from .log_sigmoid import log_sigmoid_backward
@@ -156,6 +157,13 @@ DECOMPOSED_OPS = (
     # ``logcumsumexp``: torch-mlir's ``log(cumsum(exp(x)))`` overflows above 88,
     # underflows below -104 and rounds the first element (lowering/logcumsumexp.py).
     aten.logcumsumexp.default,
+    # ``lerp`` with a weight of 0.5 or more, ``logaddexp`` of a NaN and an infinity: the
+    # compilers' formulas differ from eager's in signs of zeros, infinities and NaN
+    # (lowering/lerp.py).
+    aten.lerp.Scalar,
+    aten.lerp.Tensor,
+    aten.logaddexp.default,
+    aten.logaddexp2.default,
     # sin, cos and tan (lowering/trig.py): IREE's approximation reduces the
     # argument with ``floor`` and one float32 pi/2, 10^4 to 10^9 ulps off for
     # small negative and large arguments; its atan is 40 ulps off near 0.66.
@@ -325,7 +333,8 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divi
                                       aten.elu.default, aten.celu.default, *_SCALAR_SHIFTS,
                                       aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar,
                                       aten.threshold.default, aten.threshold_backward.default, aten.softshrink.default, aten.hardshrink.default,
-                                      aten.hardtanh_backward.default, aten.softplus_backward.default})
+                                      aten.hardtanh_backward.default, aten.softplus_backward.default,
+                                      aten.lerp.Scalar})
 
 
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
@@ -1098,6 +1107,9 @@ def _table() -> dict[Any, Callable]:
     table[aten.cumsum.default] = _cumsum
     table[aten.logsumexp.default] = _logsumexp
     table[aten.logcumsumexp.default] = logcumsumexp
+    table[aten.lerp.Scalar] = table[aten.lerp.Tensor] = lerp
+    table[aten.logaddexp.default] = logaddexp
+    table[aten.logaddexp2.default] = logaddexp2
     table[aten.sign.default] = table[aten.sgn.default] = _sign
     table[aten.trunc.default] = _trunc
     table[aten.frac.default] = _frac
@@ -1169,6 +1181,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default, aten.atan.default), _reduced_trig),
     aten.frac.default: _floating_input,
     aten.logcumsumexp.default: _floating_input,
+    **dict.fromkeys((aten.lerp.Scalar, aten.lerp.Tensor, aten.logaddexp.default, aten.logaddexp2.default),
+                    _floating_input),
     aten.relu.default: _floating_input,
     aten.threshold.default: _floating_input,
     aten.threshold_backward.default: _floating_input,

@@ -1354,3 +1354,30 @@ def test_a_bool_tensor_compared_with_an_integer_tensor(name):
     v6 = torch.isnan(lazy(v0))
     got = (v6 >= torch.topk(lazy(v0), 1, -1).values).cpu()
     assert torch.equal(got, torch.isnan(v0) >= torch.topk(v0, 1, -1).values)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_lerp_and_logaddexp_at_special_values(name):
+    """A special-value sweep (every pair of -0.0, 0.0, ±inf, NaN, ±2.5, ±1): ``lerp(-0.0, -0.0, 0.7)``
+    was 0.0 and ``lerp(0, inf, 0.5)`` inf (eager -0.0 and NaN: eager switches to
+    ``end - (end - self) * (1 - w)`` at ``w >= 0.5``), and on iree-cpu ``logaddexp(nan, inf)`` was
+    inf (eager NaN). Eager's formulas now (lowering/lerp.py)."""
+    use_backend(name)
+    import itertools
+
+    inf, nan = float("inf"), float("nan")
+    vals = [-0.0, 0.0, inf, -inf, nan, 2.5, -2.5, 1.0, -1.0]
+    a = torch.tensor([p[0] for p in itertools.product(vals, vals)])
+    b = torch.tensor([p[1] for p in itertools.product(vals, vals)])
+    w = torch.linspace(-1, 2, len(a))
+    ops = {"lerp 0.3": lambda x, y, w: torch.lerp(x, y, 0.3), "lerp 0.5": lambda x, y, w: torch.lerp(x, y, 0.5),
+           "lerp 0.7": lambda x, y, w: torch.lerp(x, y, 0.7), "lerp tensor": torch.lerp,
+           "lerp f16": lambda x, y, w: torch.lerp(x.half(), y.half(), 0.7),
+           "logaddexp": lambda x, y, w: torch.logaddexp(x, y), "logaddexp2": lambda x, y, w: torch.logaddexp2(x, y)}
+    got = {k: f(lazy(a), lazy(b), lazy(w)) for k, f in ops.items()}
+    lazy_core.mark_step()
+    for k, f in ops.items():
+        want, g = f(a, b, w), got[k].cpu()
+        torch.testing.assert_close(g, want, equal_nan=True, msg=k)
+        zeros = (want == 0) & (g == 0)
+        assert torch.equal(g.signbit()[zeros], want.signbit()[zeros]), k
