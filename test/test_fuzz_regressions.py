@@ -1287,17 +1287,25 @@ def test_a_division_by_a_literal_zero(name):
 
 
 @pytest.mark.parametrize("name", _refused_on_vulkan())
-def test_a_division_by_a_zero_iree_folds(name, monkeypatch):
-    """The same division with a zero IREE folds itself (a fill, ``ones - 1``): on iree-vulkan
-    ``t / (ones - 1)`` gave ``t``. The flow-phase IR is checked for ``arith.divf`` by a constant
-    zero and such a graph is refused for Vulkan (backends/iree/miscompiles.py): it runs op by op."""
+def test_a_zero_operand_iree_or_the_user_made_constant(name, monkeypatch):
+    """A division by a zero IREE folds itself (a fill, ``ones - 1``): on iree-vulkan
+    ``t / (ones - 1)`` gave ``t``. And lavapipe's shortcut of a constant zero factor or numerator
+    (fuzz seed 1401): ``x * t.min().item()`` (0) lost NaN and -0.0, so did ``x.mul_(False)``,
+    ``0 / x`` and ``sub(x, y, alpha=0)``. The flow-phase IR is checked for ``arith.mulf``/``divf``
+    with a constant zero and such a graph is refused for Vulkan (backends/iree/miscompiles.py):
+    it runs op by op."""
     _use_refusing_backend(name, monkeypatch)
     t = torch.tensor([[-3.0, 0.0, 2.0], [1.0, -1.0, float("nan")]])
     i = torch.tensor([[-3, 0, 2], [1, -1, 0]], dtype=torch.int32)
+    inf = float("inf")
     cases = {
         "fill": lambda x, dev: x / torch.zeros(3, device=dev),
         "ones - 1": lambda x, dev: x / (torch.ones(3, device=dev) - 1),
         "int / 0-d fill": lambda _, dev: i.to(dev) / torch.zeros((), device=dev),
+        "x * item": lambda x, dev: (x - inf) * torch.zeros(2, 3, device=dev).min().item(),
+        "mul_(False)": lambda x, dev: (x * -1).mul_(False),
+        "0 / x": lambda x, dev: 0 / x,
+        "sub alpha=0": lambda x, dev: torch.sub(-x, x + inf, alpha=0),
     }
     for what, fn in cases.items():
         torch.testing.assert_close(fn(lazy(t), "lazy").cpu(), fn(t, "cpu"), rtol=0, atol=0, equal_nan=True, msg=what)

@@ -187,11 +187,26 @@ def _is_lavapipe() -> bool:
     return any("llvmpipe" in name for name in _vulkan_device_names())
 
 
+@pytest.fixture
+def unrefused_vulkan(vulkan, monkeypatch):
+    """iree-vulkan with the refusal of zero operands (miscompiles.py) turned off, so the driver
+    itself is checked; no disk cache, and the process-wide module memo is emptied afterwards, so
+    no graph compiled without the refusal outlives the test."""
+    from lazy_mlir.backends.iree import compiler, memo, miscompiles
+
+    monkeypatch.setenv("LAZY_DISK_CACHE", "0")
+    monkeypatch.setattr(miscompiles, "zero_operands_on_spirv", lambda flow_ir: [])
+    assert compiler.refusal is miscompiles.refusal  # the patched rule is the one the compiler calls
+    yield use_backend("iree-vulkan")
+    memo.vmfb_memo.clear()
+    memo.exe_memo.clear()
+
+
 @pytest.mark.xfail(strict=True, reason="lavapipe (Mesa 22.3) gallivm's lp_build_mul/lp_build_add return 0 for "
                    "x * 0.0 and x for x + 0.0 when the zero is a shader constant, whatever the shader declares")
-def test_lavapipe_multiply_by_a_literal_zero(vulkan) -> None:
-    """Upstream canary: when it passes, the driver keeps IEEE specials here too; drop the xfail
-    and the note in vulkan_float_controls.c."""
+def test_lavapipe_multiply_by_a_literal_zero(unrefused_vulkan) -> None:
+    """Upstream canary: when it passes, the driver keeps IEEE specials here too; drop the xfail,
+    the note in vulkan_float_controls.c and the refusal of zero operands (miscompiles.py)."""
     if not _is_lavapipe():
         pytest.skip("the constant-zero shortcut checked here is lavapipe's")
     x = torch.tensor([math.inf, math.nan, -2.0, -0.0])

@@ -43,14 +43,18 @@ the largest values (fuzz seed 601), and the second of any two ``argsort``s of
 equal shapes got the first one's permutation. A flow-phase graph with a value
 tied to two dispatches of which one sorts is refused.
 
-A floating division by a constant zero on a SPIR-V target. Vulkan leaves
-``OpFDiv`` undefined for a zero divisor, and lavapipe's shaders returned
-garbage for ``arith.divf %x, 0.0``: ``t / torch.zeros(3)`` gave the bits of
-other values (``[nan, 0.0, 2.8e-45]``, eager ``[-inf, nan, inf]``) and
-``t / (ones - 1)`` gave ``t`` (fuzz seed 1400). A division by a zero the data
-hold is right (only a constant is folded). The lowering writes a division by
-a literal zero as ``x * inf`` (the same number for every x); a zero IREE
-derives itself (a fill, ``ones - 1``) reaches here, and its graph is refused.
+A floating multiplication or division with a constant zero on a SPIR-V
+target. lavapipe's shader compiler (gallivm) shortcuts a constant zero
+operand whatever the shader declares: ``x * 0.0`` and ``0.0 / x`` are 0
+(``nan * 0`` gave 0, ``0 / -2.5`` gave +0.0: fuzz seed 1401, from
+``x * t.min().item()``, ``x.mul_(False)``, ``0 / x``, ``sub(alpha=0)``) and
+``x / 0.0`` is undefined, garbage (``t / torch.zeros(3)`` gave other values'
+bits, ``t / (ones - 1)`` gave ``t``: fuzz seed 1400). The same ops with a zero
+the data hold are right. The lowering writes a division by a literal zero
+as ``x * inf`` (the same number for every x), which stays compiled; any other
+zero operand, the user's or one IREE folds, reaches here and the graph is
+refused for Vulkan (it runs op by op). ``x + 0.0`` (gallivm returns ``x``:
+-0.0 where IEEE gives +0.0) is not refused: only a zero's sign, and common.
 """
 
 from __future__ import annotations
@@ -103,12 +107,14 @@ def inexact_on_spirv(flow_ir: str) -> list[str]:
 
 #: A floating zero constant, scalar or splat: ``%cst = arith.constant 0.000000e+00 : f32``.
 _ZERO = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?:dense<)?-?0\.0+e\+00>?\s*:", re.M)
-_DIVF = re.compile(r"arith\.divf\s+%[\w.$-]+\s*,\s*(?P<divisor>%[\w.$-]+)")
+#: The float ops lavapipe shortcuts when either operand is a constant zero: ``x * 0`` (0),
+#: ``x / 0`` (undefined: garbage) and ``0 / x`` (0: ``0 / -2`` lost its sign, ``0 / 0`` its NaN).
+_FLOAT_OP = re.compile(r"arith\.(?:mulf|divf)\s+(?P<lhs>%[\w.$-]+)\s*,\s*(?P<rhs>%[\w.$-]+)")
 
 
-def divisions_by_zero_on_spirv(flow_ir: str) -> list[str]:
-    """The lines of ``flow_ir`` that divide by a constant floating zero, or by a zero splat
-    fed to a ``linalg.generic`` (function by function: SSA names repeat across dispatches)."""
+def zero_operands_on_spirv(flow_ir: str) -> list[str]:
+    """The lines of ``flow_ir`` that multiply or divide with a constant floating zero, or with a
+    zero splat fed to a ``linalg.generic`` (function by function: SSA names repeat across dispatches)."""
     found = []
     for func in _LOC.sub("", flow_ir).split("func.func ")[1:]:
         zeros = {m.group("name") for m in _ZERO.finditer(func)}
@@ -119,7 +125,7 @@ def divisions_by_zero_on_spirv(flow_ir: str) -> list[str]:
             args = _VALUE.findall(m.group("args"))
             zeros |= {arg for value, arg in zip(ins, args) if value in zeros}
         found += [line.strip() for line in func.splitlines()
-                  if (d := _DIVF.search(line)) is not None and d.group("divisor") in zeros]
+                  if (f := _FLOAT_OP.search(line)) is not None and (f["lhs"] in zeros or f["rhs"] in zeros)]
     return found
 
 
@@ -165,9 +171,10 @@ def refusal(flow_ir: str, target_backend: str) -> tuple[str, str, str] | None:
         return ("iree_refused_inexact",
                 "a floating remainder (fmod, %, //): Vulkan computes it only as x - y * trunc(x / y), "
                 "off by a multiple of y where x / y rounds, so the graph is not compiled for it", inexact[0])
-    by_zero = divisions_by_zero_on_spirv(flow_ir) if target_backend == "vulkan-spirv" else []
-    if by_zero:
-        return ("iree_refused_division_by_zero",
-                "a floating division by a constant zero: lavapipe's shaders return garbage for it "
-                "(x / 0.0 came back as other values' bits), so the graph is not compiled for Vulkan", by_zero[0])
+    zero = zero_operands_on_spirv(flow_ir) if target_backend == "vulkan-spirv" else []
+    if zero:
+        return ("iree_refused_zero_operand",
+                "a floating multiplication or division with a constant zero: lavapipe's shader compiler "
+                "returns 0 for x * 0.0 and 0.0 / x (NaN, infinities and signs lost) and garbage for x / 0.0, "
+                "so the graph is not compiled for Vulkan", zero[0])
     return None
