@@ -50,7 +50,15 @@ OPTIMIZERS = {
 
 
 @pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
-def test_training_matches_eager_and_compiles_once(backend, opt_name):
+def test_training_matches_eager_and_compiles_once(backend, opt_name, request, monkeypatch):
+    # On lavapipe, Adam's first step multiplies its fresh zero moments by beta2: a constant zero
+    # IREE folds into ``0.0 * beta2``, which lavapipe's shader compiler shortcuts (NaN and signs
+    # lost), so that graph is refused and runs op by op (backends/iree/miscompiles.py).
+    refused = (opt_name.startswith("adam") and backend.name == "iree-vulkan"
+               and "--iree-vulkan-target=llvmpipe" in backend.config.compile_flags)
+    if refused:
+        monkeypatch.delenv("LAZY_STRICT", raising=False)
+        request.applymarker(pytest.mark.expect_fallback("compile_error"))
     steps = 20
     data = _data(steps)
     base = _mlp()
@@ -64,7 +72,7 @@ def test_training_matches_eager_and_compiles_once(backend, opt_name):
     # A graph that failed to compile fails the test (LAZY_STRICT=1, conftest); cache_miss counts
     # graphs compiled or loaded from the disk cache.
     assert 1 <= metrics.counter("cache_miss") <= 3, metrics.report()
-    assert metrics.counter("fallback::compile_error") == 0
+    assert metrics.counter("fallback::compile_error") == (1 if refused else 0), metrics.report()
     assert metrics.counter("cache_hit") >= steps - 3
 
 

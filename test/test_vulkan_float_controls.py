@@ -195,7 +195,7 @@ def unrefused_vulkan(vulkan, monkeypatch):
     from lazy_mlir.backends.iree import compiler, memo, miscompiles
 
     monkeypatch.setenv("LAZY_DISK_CACHE", "0")
-    monkeypatch.setattr(miscompiles, "zero_operands_on_spirv", lambda flow_ir: [])
+    monkeypatch.setattr(miscompiles, "zero_operands_on_spirv", lambda flow_ir, lavapipe=True: [])
     assert compiler.refusal is miscompiles.refusal  # the patched rule is the one the compiler calls
     yield use_backend("iree-vulkan")
     memo.vmfb_memo.clear()

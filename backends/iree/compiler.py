@@ -80,7 +80,7 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             vmfb = ic.compile_str(mlir, input_type=input_type(form), target_backends=backends,
                                   extra_args=flags + [f"--dump-compilation-phases-to={phases}"])
             flow = "".join(_read(os.path.join(phases, f)) for f in os.listdir(phases) if f.endswith(".flow.mlir"))
-            refused = refusal(flow, config.target.target_backend)
+            refused = refusal(flow, config.target.target_backend, tuple(config.compile_flags))
             if refused is not None:
                 counter, why, evidence = refused
                 metrics.counter_add(counter)

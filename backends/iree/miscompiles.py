@@ -109,12 +109,14 @@ def inexact_on_spirv(flow_ir: str) -> list[str]:
 _ZERO = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?:dense<)?-?0\.0+e\+00>?\s*:", re.M)
 #: The float ops lavapipe shortcuts when either operand is a constant zero: ``x * 0`` (0),
 #: ``x / 0`` (undefined: garbage) and ``0 / x`` (0: ``0 / -2`` lost its sign, ``0 / 0`` its NaN).
-_FLOAT_OP = re.compile(r"arith\.(?:mulf|divf)\s+(?P<lhs>%[\w.$-]+)\s*,\s*(?P<rhs>%[\w.$-]+)")
+_FLOAT_OP = re.compile(r"arith\.(?P<op>mulf|divf)\s+(?P<lhs>%[\w.$-]+)\s*,\s*(?P<rhs>%[\w.$-]+)")
 
 
-def zero_operands_on_spirv(flow_ir: str) -> list[str]:
-    """The lines of ``flow_ir`` that multiply or divide with a constant floating zero, or with a
-    zero splat fed to a ``linalg.generic`` (function by function: SSA names repeat across dispatches)."""
+def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
+    """The lines of ``flow_ir`` that divide (and on ``lavapipe`` multiply) with a constant floating
+    zero, or with a zero splat fed to a ``linalg.generic`` (function by function: SSA names
+    repeat across dispatches). A division by zero is undefined in SPIR-V on every driver; the
+    multiplication shortcut is lavapipe's."""
     found = []
     for func in _LOC.sub("", flow_ir).split("func.func ")[1:]:
         zeros = {m.group("name") for m in _ZERO.finditer(func)}
@@ -125,7 +127,8 @@ def zero_operands_on_spirv(flow_ir: str) -> list[str]:
             args = _VALUE.findall(m.group("args"))
             zeros |= {arg for value, arg in zip(ins, args) if value in zeros}
         found += [line.strip() for line in func.splitlines()
-                  if (f := _FLOAT_OP.search(line)) is not None and (f["lhs"] in zeros or f["rhs"] in zeros)]
+                  if (f := _FLOAT_OP.search(line)) is not None and (f["lhs"] in zeros or f["rhs"] in zeros)
+                  and (lavapipe or f["op"] == "divf")]
     return found
 
 
@@ -150,7 +153,7 @@ def shared_in_place_sorts(flow_ir: str) -> list[str]:
     return []
 
 
-def refusal(flow_ir: str, target_backend: str) -> tuple[str, str, str] | None:
+def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
     """Why ``flow_ir`` must not be compiled for ``target_backend``, or None:
     (metrics counter, reason, the offending IR). Kept here, not in the compiler,
     so that the cache key (``_RULES_DIGEST``, this module's source) changes with it."""
@@ -171,7 +174,8 @@ def refusal(flow_ir: str, target_backend: str) -> tuple[str, str, str] | None:
         return ("iree_refused_inexact",
                 "a floating remainder (fmod, %, //): Vulkan computes it only as x - y * trunc(x / y), "
                 "off by a multiple of y where x / y rounds, so the graph is not compiled for it", inexact[0])
-    zero = zero_operands_on_spirv(flow_ir) if target_backend == "vulkan-spirv" else []
+    lavapipe = any("llvmpipe" in f for f in flags)
+    zero = zero_operands_on_spirv(flow_ir, lavapipe) if target_backend == "vulkan-spirv" else []
     if zero:
         return ("iree_refused_zero_operand",
                 "a floating multiplication or division with a constant zero: lavapipe's shader compiler "
