@@ -53,8 +53,13 @@ bits, ``t / (ones - 1)`` gave ``t``: fuzz seed 1400). The same ops with a zero
 the data hold are right. The lowering writes a division by a literal zero
 as ``x * inf`` (the same number for every x), which stays compiled; any other
 zero operand, the user's or one IREE folds, reaches here and the graph is
-refused for Vulkan (it runs op by op). ``x + 0.0`` (gallivm returns ``x``:
--0.0 where IEEE gives +0.0) is not refused: only a zero's sign, and common.
+refused (it runs op by op): a zero divisor on every Vulkan target (SPIR-V
+leaves that division undefined), a zero factor or numerator on lavapipe only
+(``--iree-vulkan-target=llvmpipe``; other drivers keep IEEE semantics under
+the float-controls layer). On lavapipe that includes Adam's first step,
+whose fresh zero moments IREE folds into ``0.0 * beta2``. ``x + 0.0``
+(gallivm returns ``x``: -0.0 where IEEE gives +0.0) is not refused: only a
+zero's sign, and common.
 """
 
 from __future__ import annotations
@@ -113,10 +118,10 @@ _FLOAT_OP = re.compile(r"arith\.(?P<op>mulf|divf)\s+(?P<lhs>%[\w.$-]+)\s*,\s*(?P
 
 
 def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
-    """The lines of ``flow_ir`` that divide (and on ``lavapipe`` multiply) with a constant floating
-    zero, or with a zero splat fed to a ``linalg.generic`` (function by function: SSA names
-    repeat across dispatches). A division by zero is undefined in SPIR-V on every driver; the
-    multiplication shortcut is lavapipe's."""
+    """The lines of ``flow_ir`` that divide by a constant floating zero (and on ``lavapipe``
+    multiply with one, or divide one), or by a zero splat fed to a ``linalg.generic`` (function
+    by function: SSA names repeat across dispatches). A division by zero is undefined in SPIR-V
+    on every driver; the other shortcuts are lavapipe's."""
     found = []
     for func in _LOC.sub("", flow_ir).split("func.func ")[1:]:
         zeros = {m.group("name") for m in _ZERO.finditer(func)}
@@ -127,8 +132,8 @@ def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
             args = _VALUE.findall(m.group("args"))
             zeros |= {arg for value, arg in zip(ins, args) if value in zeros}
         found += [line.strip() for line in func.splitlines()
-                  if (f := _FLOAT_OP.search(line)) is not None and (f["lhs"] in zeros or f["rhs"] in zeros)
-                  and (lavapipe or f["op"] == "divf")]
+                  if (f := _FLOAT_OP.search(line)) is not None
+                  and (f["op"] == "divf" and f["rhs"] in zeros or lavapipe and (f["lhs"] in zeros or f["rhs"] in zeros))]
     return found
 
 
