@@ -1291,9 +1291,11 @@ def test_a_zero_operand_iree_or_the_user_made_constant(name, monkeypatch):
     """A division by a zero IREE folds itself (a fill, ``ones - 1``): on iree-vulkan
     ``t / (ones - 1)`` gave ``t``. And lavapipe's shortcut of a constant zero factor or numerator
     (fuzz seed 1401): ``x * t.min().item()`` (0) lost NaN and -0.0, so did ``x.mul_(False)``,
-    ``0 / x`` and ``sub(x, y, alpha=0)``. The flow-phase IR is checked for ``arith.mulf``/``divf``
-    with a constant zero and such a graph is refused for Vulkan (backends/iree/miscompiles.py):
-    it runs op by op."""
+    ``0 / x`` and ``sub(x, y, alpha=0)``; so did ``F.linear(torch.zeros(2, 3), w)`` with a NaN in
+    ``w`` (fuzz seed 1402 p7: IREE fills the zeros inside the matmul's dispatch). The flow-phase IR
+    is checked for ``arith.mulf``/``divf`` with a constant zero, and for a named contraction with a
+    zero fill input, and such a graph is refused for Vulkan (backends/iree/miscompiles.py): it runs
+    op by op."""
     _use_refusing_backend(name, monkeypatch)
     t = torch.tensor([[-3.0, 0.0, 2.0], [1.0, -1.0, float("nan")]])
     i = torch.tensor([[-3, 0, 2], [1, -1, 0]], dtype=torch.int32)
@@ -1306,6 +1308,11 @@ def test_a_zero_operand_iree_or_the_user_made_constant(name, monkeypatch):
         "mul_(False)": lambda x, dev: (x * -1).mul_(False),
         "0 / x": lambda x, dev: 0 / x,
         "sub alpha=0": lambda x, dev: torch.sub(-x, x + inf, alpha=0),
+        # Fuzz seed 1402 p7: a contraction with a zeros input (IREE fills it in the dispatch).
+        "linear(zeros)": lambda x, dev: torch.nn.functional.linear(torch.zeros(2, 3, device=dev), x),
+        "x @ zeros": lambda x, dev: (x - inf) @ torch.zeros(3, 2, device=dev),
+        "bmm(zeros)": lambda x, dev: torch.bmm(torch.zeros(1, 2, 2, device=dev), x.view(1, 2, 3)),
+        "conv1d(zeros)": lambda x, dev: torch.nn.functional.conv1d(torch.zeros(1, 3, 4, device=dev), x.view(2, 3, 1)),
     }
     for what, fn in cases.items():
         torch.testing.assert_close(fn(lazy(t), "lazy").cpu(), fn(t, "cpu"), rtol=0, atol=0, equal_nan=True, msg=what)

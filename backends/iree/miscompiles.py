@@ -57,7 +57,12 @@ refused (it runs op by op): a zero divisor on every Vulkan target (SPIR-V
 leaves that division undefined), a zero factor or numerator on lavapipe only
 (``--iree-vulkan-target=llvmpipe``; other drivers keep IEEE semantics under
 the float-controls layer). On lavapipe that includes Adam's first step,
-whose fresh zero moments IREE folds into ``0.0 * beta2``. ``x + 0.0``
+whose fresh zero moments IREE folds into ``0.0 * beta2``. A contraction
+(``linalg.matmul``, ``batch_matmul``, a convolution) with a zero fill as an
+input multiplies by that constant just the same: ``F.linear(torch.zeros(2, 3),
+w)`` gave 0 where ``w`` holds a NaN (fuzz seed 1402 p7), and an RNN's zero
+initial state is such an input, so on lavapipe those graphs run op by op too.
+``x + 0.0``
 (gallivm returns ``x``: -0.0 where IEEE gives +0.0) is not refused: only a
 zero's sign, and common.
 """
@@ -117,6 +122,13 @@ _ZERO = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?:dense<)?
 _FLOAT_OP = re.compile(r"arith\.(?P<op>mulf|divf)\s+(?P<lhs>%[\w.$-]+)\s*,\s*(?P<rhs>%[\w.$-]+)")
 
 
+#: A fill with a floating constant: ``%3 = linalg.fill ins(%cst : f32) outs(%2 : ...)``.
+_ZERO_FILL = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*linalg\.fill\s+ins\((?P<value>%[\w.$-]+)\s*:", re.M)
+#: A named structured op (``linalg.matmul``, ``batch_matmul``, ``conv_*``...) and its inputs: a
+#: contraction multiplies them, so a zero input is a multiplication by a constant zero.
+_NAMED_OP = re.compile(r"=\s*linalg\.(?!generic\b|fill\b|yield\b|index\b)[\w.]+\b.*?\bins\((?P<ins>[^:)]*)")
+
+
 def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
     """The lines of ``flow_ir`` that divide by a constant floating zero (and on ``lavapipe``
     multiply with one, or divide one), or by a zero splat fed to a ``linalg.generic`` (function
@@ -127,6 +139,7 @@ def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
         zeros = {m.group("name") for m in _ZERO.finditer(func)}
         if not zeros:
             continue
+        zeros |= {m.group("name") for m in _ZERO_FILL.finditer(func) if m.group("value") in zeros}
         for m in _GENERIC.finditer(func):
             ins = _VALUE.findall((m.group("ins") or "").split(":")[0])
             args = _VALUE.findall(m.group("args"))
@@ -134,6 +147,10 @@ def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
         found += [line.strip() for line in func.splitlines()
                   if (f := _FLOAT_OP.search(line)) is not None
                   and (f["op"] == "divf" and f["rhs"] in zeros or lavapipe and (f["lhs"] in zeros or f["rhs"] in zeros))]
+        if lavapipe:
+            found += [line.strip() for line in func.splitlines()
+                      if (n := _NAMED_OP.search(line)) is not None
+                      and any(v in zeros for v in _VALUE.findall(n.group("ins")))]
     return found
 
 
