@@ -1177,17 +1177,17 @@ def test_a_constant_result_next_to_a_sort(name):
         torch.testing.assert_close(got.cpu(), want)
 
 
-_IREE_FOLDED_DESTINATION = (
-    "IREE 3.13 miscompile, reproduced with iree-compile alone on the torch-dialect text: an "
-    "in-place-capable write (select_scatter, a fill through a slice) into a value IREE folds to a "
-    "constant (fmin(z, z) of zeros; pow(0, nan); not(x != x) of an input) lands in another "
-    "result's buffer: the results come back swapped or as other buffers' bits")
-
-
-@pytest.mark.parametrize("name", on_backends(iree_cpu=_IREE_FOLDED_DESTINATION, iree_vulkan=_IREE_FOLDED_DESTINATION))
-def test_an_in_place_write_into_a_folded_constant(name):
-    """Fuzz seed 1101 programs 1431' and 1282, and seed 1205 program 366, shrunk. The last one has
-    an input: IREE folds ``eq(v0, v0)`` to a constant itself."""
+@pytest.mark.parametrize("name", on_backends())
+def test_an_in_place_write_into_a_folded_constant(name, monkeypatch):
+    """Fuzz seed 1101 programs 1431' and 1282, and seed 1205 program 366, shrunk. IREE 3.13 (with
+    iree-compile alone on the torch-dialect text) computes ``fmin(z, z)`` of zeros, ``pow(0, nan)``
+    or ``eq(v0, v0)`` of an input by a dispatch with no operands; an in-place-capable write into
+    it (select_scatter, a fill through a slice) while it is used elsewhere came back swapped with
+    another result or clobbered it: the copy the write needs is recomputed and merged with the
+    original. The flow-phase IR is checked for it and such a graph refused
+    (backends/iree/miscompiles.py ``writes_into_a_shared_constant``): it runs op by op."""
+    if name.startswith("iree"):  # the refusal is a compile error, which strict mode would raise
+        monkeypatch.delenv("LAZY_STRICT", raising=False)
     use_backend(name)
 
     def select_scatter(dev):  # v2 came back as zeros, tanh(v2) as v2's new value

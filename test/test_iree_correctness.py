@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -220,6 +221,45 @@ def test_iree_still_miscompiles_an_invariant_reduction() -> None:
     module = rt.load_vm_flatbuffer(vmfb, driver="local-task")
     got = int(module.f(torch.zeros(17, dtype=torch.int64).numpy()).to_host())
     assert got != 34, "IREE now sums a loop-invariant value correctly: retire the workaround"
+
+
+_WRITE_INTO_A_FOLDED_COMPARISON = """func.func @f(%x: !torch.vtensor<[2,3],i1>, %v: !torch.vtensor<[],i1>)
+    -> (!torch.vtensor<[2,3],i1>, !torch.vtensor<[2,3],i1>) {
+  %ne = torch.aten.ne.Tensor %x, %x : !torch.vtensor<[2,3],i1>, !torch.vtensor<[2,3],i1> -> !torch.vtensor<[2,3],i1>
+  %eq = torch.aten.logical_not %ne : !torch.vtensor<[2,3],i1> -> !torch.vtensor<[2,3],i1>
+  %int3 = torch.constant.int 3
+  %size = torch.prim.ListConstruct %int3 : (!torch.int) -> !torch.list<int>
+  %false = torch.constant.bool false
+  %row = torch.aten.expand %v, %size, %false : !torch.vtensor<[],i1>, !torch.list<int>, !torch.bool -> !torch.vtensor<[3],i1>
+  %int0 = torch.constant.int 0
+  %int1 = torch.constant.int 1
+  %w = torch.aten.select_scatter %eq, %row, %int0, %int1
+      : !torch.vtensor<[2,3],i1>, !torch.vtensor<[3],i1>, !torch.int, !torch.int -> !torch.vtensor<[2,3],i1>
+  return %eq, %w : !torch.vtensor<[2,3],i1>, !torch.vtensor<[2,3],i1>
+}
+"""
+
+
+def test_iree_still_writes_into_a_shared_folded_constant() -> None:
+    """The upstream bug ``writes_into_a_shared_constant`` works around (fuzz seed 1205 p366):
+    ``x == x`` (folded to a dispatch with no operands) is returned and also written in place by a
+    select_scatter; the write must not show in the first result. When an IREE release gets this
+    right, this test fails: then drop that refusal and this test."""
+    import iree.compiler as ic
+    import iree.runtime as rt
+
+    from lazy_mlir.backends.iree.config import CPU
+    from lazy_mlir.backends.iree.miscompiles import writes_into_a_shared_constant
+
+    args = dict(input_type="torch", target_backends=["llvm-cpu"])
+    flow = ic.compile_str(_WRITE_INTO_A_FOLDED_COMPARISON, extra_args=[*CPU.default_flags, "--compile-to=flow"], **args)
+    assert writes_into_a_shared_constant(flow.decode()), "the check no longer sees the pattern"
+    vmfb = ic.compile_str(_WRITE_INTO_A_FOLDED_COMPARISON, extra_args=list(CPU.default_flags), **args)
+    module = rt.load_vm_flatbuffer(vmfb, driver="local-task")
+    eq, w = module.f(np.zeros((2, 3), dtype=np.bool_), np.array(False))
+    # IREE 3.13: eq came back with the write in it ([[True] * 3, [False] * 3]) and w all False.
+    got, want = (eq.to_host().tolist(), w.to_host().tolist()), ([[True] * 3] * 2, [[True] * 3, [False] * 3])
+    assert got != want, "IREE now keeps x == x apart from its in-place write: retire the workaround"
 
 
 def test_the_check_passes_ordinary_reductions() -> None:

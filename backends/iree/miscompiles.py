@@ -43,6 +43,18 @@ the largest values (fuzz seed 601), and the second of any two ``argsort``s of
 equal shapes got the first one's permutation. A flow-phase graph with a value
 tied to two dispatches of which one sorts is refused.
 
+An in-place write into a shared constant: the same fault as the sorts', from
+any in-place-capable write. IREE computes a value it can derive without
+inputs (``fmin(z, z)`` of zeros, ``x == x`` folded to true) by a dispatch with
+no operands; a ``select_scatter`` or a fill through a slice then writes into
+it in place (``flow.tensor.update`` or a tied dispatch result) while another
+result or dispatch still uses the original. The copy the write needs is
+recomputed by a second run of that dispatch and merged with the first: the
+results came back swapped (fuzz seed 1101) or the write showed in the other
+result (seed 1205 p366: ``v2 = eq(v0, v0); v3 = fmin(v2, v2); v3[1] = 0`` set
+half of ``v2`` False). Such a graph is refused (``writes_into_a_shared_constant``);
+a write into a constant nothing else uses is right and compiles.
+
 A floating multiplication or division with a constant zero on a SPIR-V
 target. lavapipe's shader compiler (gallivm) shortcuts a constant zero
 operand whatever the shader declares: ``x * 0.0`` and ``0.0 / x`` are 0
@@ -175,6 +187,49 @@ def shared_in_place_sorts(flow_ir: str) -> list[str]:
     return []
 
 
+#: A dispatch with no operands: a constant IREE computes (a fill, an iota, a folded comparison).
+_CONSTANT_DISPATCH = re.compile(r"^\s*(?P<name>%[\w.$-]+)(?::\d+)?\s*=\s*flow\.dispatch @[^(\s]+\(\)")
+_RESHAPE = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*flow\.tensor\.reshape\s+(?P<source>%[\w.$-]+)")
+_UPDATE = re.compile(r"flow\.tensor\.update\s+%[\w.$-]+\s*,\s*(?P<target>%[\w.$-]+)\[")
+
+
+def writes_into_a_shared_constant(flow_ir: str) -> list[str]:
+    """The lines of ``flow_ir`` that write in place into a constant IREE computes by a dispatch
+    with no operands, while that constant has another use (see the module docstring)."""
+    found = []
+    for func in re.split(r"\b(?:util|func)\.func ", _LOC.sub("", flow_ir))[1:]:  # SSA names repeat across functions
+        found += _shared_constant_writes([line.strip() for line in func.splitlines()])
+    return found
+
+
+def _shared_constant_writes(lines: list[str]) -> list[str]:
+    root: dict[str, str] = {}
+    for line in lines:
+        if (m := _CONSTANT_DISPATCH.match(line)) is not None:
+            root[m["name"]] = m["name"]
+        elif (m := _RESHAPE.match(line)) is not None and m["source"].split("#")[0] in root:
+            root[m["name"]] = root[m["source"].split("#")[0]]
+    if not root:
+        return []
+    uses: dict[str, int] = {}
+    writes: list[tuple[str, str]] = []
+    for line in lines:
+        d = _DEF.match(line)
+        rhs = d["rhs"] if d is not None else line
+        if _RESHAPE.match(line) is not None or _CONSTANT_DISPATCH.match(line) is not None:
+            continue  # an alias or the constant itself, not a use
+        used = {root[v] for v in _VALUE.findall(rhs) if v in root}
+        for r in used:
+            uses[r] = uses.get(r, 0) + 1
+        targets = []
+        if (u := _UPDATE.search(rhs)) is not None:
+            targets.append(u["target"])
+        if (m := _DISPATCH.search(line)) is not None:
+            targets += _VALUE.findall(m["results"].split("{")[0])
+        writes += [(root[t], line) for t in targets if t in root]
+    return [line for r, line in writes if uses.get(r, 0) > 1]
+
+
 def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
     """Why ``flow_ir`` must not be compiled for ``target_backend``, or None:
     (metrics counter, reason, the offending IR). Kept here, not in the compiler,
@@ -191,6 +246,12 @@ def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = ()) -> t
                 "two sorts write in place into one buffer (IREE merges the copy each needs): the second "
                 "would read the first one's output, a wrong value, so the graph is not compiled",
                 "\n".join(shared))
+    written = writes_into_a_shared_constant(flow_ir)
+    if written:
+        return ("iree_refused_shared_constant",
+                "an in-place write into a constant IREE computes that is also used elsewhere: IREE "
+                "recomputes the constant for the copy the write needs and merges the two, so the write "
+                "lands in the shared buffer, a wrong value, so the graph is not compiled", "\n".join(written))
     inexact = inexact_on_spirv(flow_ir) if target_backend == "vulkan-spirv" else []
     if inexact:
         return ("iree_refused_inexact",
