@@ -206,12 +206,15 @@ class _Diff:
         self.outputs: list[str] = []
         self.output_producers: list[str] = []
         self.constants: list[str] = []
+        #: Changed constants that are not sizes (a bool, a float, a string): causes even when
+        #: an input's shape changed too (HF's ``full((batch,), is_done)`` turning True).
+        self.value_constants: list[str] = []
         self.shapes: list[str] = []
         self.wiring: list[str] = []
         self.score = 0
 
     def messages(self, shape_changed: bool) -> list[str]:
-        out = self.inputs + self.scalars + self.ops + self.outputs
+        out = self.inputs + self.scalars + self.ops + self.outputs + self.value_constants
         if not shape_changed:
             # Constants and intermediate shapes that follow an input shape are not causes.
             out += self.constants
@@ -259,6 +262,15 @@ def _compare_inputs(old: GraphSummary, new: GraphSummary, d: _Diff) -> bool:
     return any("shape" in f or "dtype" in f for f in found)
 
 
+def _may_be_a_size(value: str) -> bool:
+    """Whether a recorded constant (its repr, ``"[-1, 5]"``) could follow an input's shape:
+    an int or a list of ints; an argument left at its default is given the benefit too."""
+    if value == "its default":
+        return True
+    parts = value.strip("[]() ").split(",")
+    return all(p.strip().lstrip("-").isdigit() for p in parts if p.strip())
+
+
 def _compare_consts(old_c: tuple, new_c: tuple, op: tuple[str, str | None], d: _Diff) -> None:
     at = _op_at(op)
     # By name: an argument left at its default is not recorded, so the two
@@ -272,7 +284,7 @@ def _compare_consts(old_c: tuple, new_c: tuple, op: tuple[str, str | None], d: _
         if a[0] == "param" and b[0] == "const":
             d.scalars.append(
                 f"the scalar '{name}' of {at} became the constant {b[1]}, baked into the graph "
-                "(it was a graph parameter; 0, 1 and bools are never lifted)"
+                "(it was a graph parameter; 0, 1 and bools are lifted only as a fill's value)"
             )
         elif a[0] == "const" and b[0] == "param":
             d.scalars.append(
@@ -281,7 +293,7 @@ def _compare_consts(old_c: tuple, new_c: tuple, op: tuple[str, str | None], d: _
         elif a[0] == "param" and b[0] == "param":
             d.scalars.append(f"the scalar '{name}' of {at} changed type from {a[1]} to {b[1]}")
         elif a[0] == "const" and b[0] == "const":
-            d.constants.append(
+            (d.constants if _may_be_a_size(a[1]) and _may_be_a_size(b[1]) else d.value_constants).append(
                 f"the constant '{name}' of {at} changed from {a[1]} to {b[1]}; this argument is "
                 "baked into the graph (not lifted to a parameter), so each new value compiles a new graph"
             )

@@ -28,6 +28,10 @@ _SHAPE_DEPENDENT_SCALARS = {"arange", "range", "linspace", "logspace", "full", "
 # general exp(y*log(x)) path, which gives NaN for negative bases (x ** 2 of a
 # negative x on IREE; garbage on the reference backend), and the compiler can
 # no longer turn x ** 2 into x * x.
+#: Ops whose Scalar only fills ``self`` (cast to its dtype): every value is lifted, bools and 0
+#: and 1 too, as no fold or type rule depends on it. HF's stopping criteria build
+#: ``torch.full((batch,), is_done)``: a baked True compiled the last decode step again.
+_EVERY_VALUE_LIFTED = {"fill", "fill_"}
 _CONSTANT_SCALAR_OPS = {"pow", "pow_", "float_power", "float_power_"}
 # Fixed hyperparameters of activations and losses (a leaky ReLU's slope, a
 # Huber delta) stay constants as well: they never change between steps, and
@@ -137,6 +141,8 @@ class OpPlan:
     scalar_args: frozenset[str] = frozenset()
     scalar_positions: frozenset[int] = frozenset()
     has_device_arg: bool = False
+    # Whether 0, 1 and bools are lifted too (_EVERY_VALUE_LIFTED; a bool as 0 or 1).
+    lifts_every_value: bool = False
     # Positional index of each argument name.
     arg_index: dict[str, int] = field(default_factory=dict)
     dynamic_shape: bool = False
@@ -203,6 +209,7 @@ def _make_plan(op: Any) -> OpPlan:
             if str(a.type) in ("number", "Optional[number]", "List[number]", "Tensor", "Optional[Tensor]")
         )
     p.scalar_positions = frozenset(p.arg_index[n] for n in p.scalar_args)
+    p.lifts_every_value = base_name in _EVERY_VALUE_LIFTED
     p.has_device_arg = "device" in p.arg_index
     p.dynamic_shape = torch.Tag.dynamic_output_shape in tags or torch.Tag.data_dependent_output in tags
     p.random = torch.Tag.nondeterministic_seeded in tags

@@ -714,8 +714,13 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
             cargs.append(v)
             akeys.append(v.meta)
             continue
-        if (type(a) is float or type(a) is int) and i in sp and a != 0 and a != 1:
-            # A lifted scalar (x * 0.5): as in _Converter.conv, inlined.
+        ta = type(a)
+        if (ta is float or ta is int or ta is bool) and i in sp and (
+                p.lifts_every_value or ta is not bool and a != 0 and a != 1):
+            # A lifted scalar (x * 0.5): as in _Converter.conv, inlined. A fill's bool is
+            # its 0 or 1 (the fill casts it to self's dtype either way).
+            if ta is bool:
+                a = int(a)
             v = Output(ScalarParam(a, location))
             operands.append(v)
             cargs.append(v)

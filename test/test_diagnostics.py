@@ -157,6 +157,18 @@ def test_recompile_explains_a_constant_argument_that_is_not_lifted():
                for m in rec.differences), rec.message
 
 
+def test_recompile_names_a_changed_flag_next_to_a_changed_shape():
+    """Constants that follow an input's shape (view sizes) are not causes when a shape changed;
+    a bool is never a size. GPT-2's last decode step recompiled for a baked ``True`` and the
+    message listed only the growing KV-cache shapes."""
+    for n, descending in ((3, False), (4, True)):
+        lazy(torch.randn(n, 5)).sort(descending=descending)[0].cpu()  # @flag
+    rec = last_recompile()
+    assert any("changed shape from [3, 5] to [4, 5]" in m for m in rec.differences), rec.message
+    assert any("constant 'descending' of aten.sort.default" in m and "to True" in m
+               and at("flag") in m for m in rec.differences), rec.message
+
+
 def test_recompile_explains_a_different_number_of_live_outputs():
     x = lazy(torch.randn(4))
     keep = []
