@@ -316,6 +316,12 @@ DECOMPOSED_OPS = (
     aten.hardshrink.default,
     aten.hardtanh_backward.default,
     aten.softplus_backward.default,
+    # count_nonzero: torch-mlir decomposes it into ``ne.Scalar(x, 0)`` with an int 0, and its
+    # folder misreads a constant float tensor compared with an int (lowering/comparisons.py):
+    # ``zeros(3)[-1:].count_nonzero()`` gave 1 on IREE, whose constant fills are literals
+    # (fuzz seed 1501 p416). Written here with a float zero (_ONLY_WHEN: a floating input).
+    aten.count_nonzero.default,
+    aten.count_nonzero.dim_IntList,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -564,6 +570,11 @@ def _in_dtype_of(x: torch.Tensor, bound: Any) -> torch.Tensor:
     """``bound`` as a 0-d tensor of ``x``'s dtype, as eager's threshold kernels convert it. A
     Python number would compare in float64 (a cast of every element; TOSA has no f64)."""
     return bound if isinstance(bound, torch.Tensor) else torch.full((), bound, dtype=x.dtype)
+
+
+def _count_nonzero(x: torch.Tensor, dim: Any = None) -> torch.Tensor:
+    nonzero = x != 0.0  # a float zero: the folder's float path is right
+    return nonzero.sum() if dim is None or dim == [] else nonzero.sum(dim)
 
 
 def _relu(x: torch.Tensor) -> torch.Tensor:
@@ -1131,6 +1142,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.__lshift__.Scalar] = table[aten.bitwise_left_shift.Tensor_Scalar] = _shift_left_scalar
     table[aten.__rshift__.Scalar] = table[aten.bitwise_right_shift.Tensor_Scalar] = _shift_right_scalar
     table[aten.relu.default] = _relu
+    table[aten.count_nonzero.default] = table[aten.count_nonzero.dim_IntList] = _count_nonzero
     table[aten.threshold.default] = _threshold
     table[aten.threshold_backward.default] = _threshold_backward
     table[aten.sub.Tensor] = table[aten.sub.Scalar] = _sub_integer_zero_alpha
@@ -1184,6 +1196,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.lerp.Scalar, aten.lerp.Tensor, aten.logaddexp.default, aten.logaddexp2.default),
                     _floating_input),
     aten.relu.default: _floating_input,
+    aten.count_nonzero.default: _floating_input,
+    aten.count_nonzero.dim_IntList: _floating_input,
     aten.threshold.default: _floating_input,
     aten.threshold_backward.default: _floating_input,
     aten.max_pool2d_with_indices.default: _floating_input,

@@ -1404,3 +1404,25 @@ def test_lerp_and_logaddexp_at_special_values(name):
         torch.testing.assert_close(g, want, equal_nan=True, msg=k)
         zeros = (want == 0) & (g == 0)
         assert torch.equal(g.signbit()[zeros], want.signbit()[zeros]), k
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_count_nonzero_of_a_constant_float_tensor(name):
+    """Fuzz seed 1501 p416 (iree-cpu, iree-vulkan): ``zeros(3, float64)[-1:].count_nonzero()`` gave
+    1. torch-mlir decomposes count_nonzero into ``ne.Scalar(x, 0)`` with an int 0, and its folder
+    misreads a constant float tensor compared with an int (0.0 != 0 folded to true); IREE sees a
+    constant there because constant fills become literals (backends/iree/rewrites.py). Decomposed
+    with a float zero now (lowering/decompositions.py)."""
+    use_backend(name)
+    cases = {
+        "zeros f64 slice": lambda d: torch.zeros(3, dtype=torch.float64, device=d)[-1:].count_nonzero(),
+        "zeros f32 slice": lambda d: torch.zeros(2, 3, device=d)[:, 1:].count_nonzero(1),
+        "zeros dims": lambda d: torch.zeros(2, 3, 4, device=d)[1:].count_nonzero([0, 2]),
+        "-0.0": lambda d: torch.full((4,), -0.0, device=d)[1:].count_nonzero(),
+        "data": lambda d: torch.tensor([[0.0, -0.0, float("nan")], [1e-30, 0.0, -2.0]], device=d).count_nonzero(0),
+        "ints": lambda d: torch.tensor([[0, 3], [-1, 0]], device=d).count_nonzero(-1),
+        "bools": lambda d: torch.tensor([True, False, True], device=d).count_nonzero(),
+    }
+    for what, fn in cases.items():
+        got, want = fn("lazy").cpu(), fn("cpu")
+        assert got.dtype == want.dtype and torch.equal(got, want), (what, got, want)
