@@ -241,7 +241,7 @@ _WRITE_INTO_A_FOLDED_COMPARISON = """func.func @f(%x: !torch.vtensor<[2,3],i1>, 
 
 
 def test_iree_still_writes_into_a_shared_folded_constant() -> None:
-    """The upstream bug ``writes_into_a_shared_dispatch_result`` works around (fuzz seed 1205 p366):
+    """The upstream bug ``writes_into_a_shared_constant`` works around (fuzz seed 1205 p366):
     ``x == x`` (folded to a dispatch with no operands) is returned and also written in place by a
     select_scatter; the write must not show in the first result. When an IREE release gets this
     right, this test fails: then drop that refusal and this test."""
@@ -249,11 +249,11 @@ def test_iree_still_writes_into_a_shared_folded_constant() -> None:
     import iree.runtime as rt
 
     from lazy_mlir.backends.iree.config import CPU
-    from lazy_mlir.backends.iree.miscompiles import writes_into_a_shared_dispatch_result
+    from lazy_mlir.backends.iree.miscompiles import writes_into_a_shared_constant
 
     args = dict(input_type="torch", target_backends=["llvm-cpu"])
     flow = ic.compile_str(_WRITE_INTO_A_FOLDED_COMPARISON, extra_args=[*CPU.default_flags, "--compile-to=flow"], **args)
-    assert writes_into_a_shared_dispatch_result(flow.decode()), "the check no longer sees the pattern"
+    assert writes_into_a_shared_constant(flow.decode()), "the check no longer sees the pattern"
     vmfb = ic.compile_str(_WRITE_INTO_A_FOLDED_COMPARISON, extra_args=list(CPU.default_flags), **args)
     module = rt.load_vm_flatbuffer(vmfb, driver="local-task")
     eq, w = module.f(np.zeros((2, 3), dtype=np.bool_), np.array(False))
