@@ -204,11 +204,11 @@ def writes_into_a_shared_constant(flow_ir: str) -> list[str]:
     computes while that value has another use (see the module docstring)."""
     found = []
     for func in re.split(r"\b(?:util|func)\.func ", _LOC.sub("", flow_ir))[1:]:  # SSA names repeat across functions
-        found += _shared_result_writes([line.strip() for line in func.splitlines()])
+        found += _shared_constant_writes([line.strip() for line in func.splitlines()])
     return found
 
 
-def _shared_result_writes(lines: list[str]) -> list[str]:
+def _shared_constant_writes(lines: list[str]) -> list[str]:
     root: dict[str, str] = {}
     for line in lines:
         if (m := _CONSTANT_DISPATCH.match(line)) is not None:
