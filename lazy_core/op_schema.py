@@ -24,14 +24,14 @@ aten = torch.ops.aten
 
 # Scalar-typed arguments whose value decides the output shape: never lifted.
 _SHAPE_DEPENDENT_SCALARS = {"arange", "range", "linspace", "logspace", "full", "new_full"}
-# Exponents stay constants too: with a runtime exponent, pow must take the
-# general exp(y*log(x)) path, which gives NaN for negative bases (x ** 2 of a
-# negative x on IREE; garbage on the reference backend), and the compiler can
-# no longer turn x ** 2 into x * x.
 #: Ops whose Scalar only fills ``self`` (cast to its dtype): every value is lifted, bools and 0
 #: and 1 too, as no fold or type rule depends on it. HF's stopping criteria build
 #: ``torch.full((batch,), is_done)``: a baked True compiled the last decode step again.
 _EVERY_VALUE_LIFTED = {"fill", "fill_"}
+# Exponents stay constants too: with a runtime exponent, pow must take the
+# general exp(y*log(x)) path, which gives NaN for negative bases (x ** 2 of a
+# negative x on IREE; garbage on the reference backend), and the compiler can
+# no longer turn x ** 2 into x * x.
 _CONSTANT_SCALAR_OPS = {"pow", "pow_", "float_power", "float_power_"}
 # Fixed hyperparameters of activations and losses (a leaky ReLU's slope, a
 # Huber delta) stay constants as well: they never change between steps, and
