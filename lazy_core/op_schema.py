@@ -42,6 +42,10 @@ _CONSTANT_SCALAR_OPS |= {
     "leaky_relu", "leaky_relu_", "leaky_relu_backward",
     "smooth_l1_loss", "smooth_l1_loss_backward", "huber_loss", "huber_loss_backward",
 }
+# A norm's order picks the algorithm: a runtime ``ord`` made torch-mlir emit the generic
+# ``sum(|x| ** p) ** (1 / p)``, so ``vector_norm(x, inf)`` gave 1 (reference) or NaN (iree-cpu)
+# where eager gives ``max(|x|)``, and ``p = 2`` took the exp/log pow instead of a square.
+_CONSTANT_SCALAR_OPS |= {"linalg_vector_norm", "norm", "renorm", "renorm_", "dist", "_foreach_norm"}
 # Clamp bounds too: their NaN-aware lowering is a decomposition, and
 # decompositions take constant scalars only (lowering/decompositions.py).
 _CONSTANT_SCALAR_OPS |= {"clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_",

@@ -38,6 +38,7 @@ from .fx_meta import fake_tensor as _fake_tensor
 from .fx_meta import meta_tensor as _meta_tensor
 from .fx_meta import set_meta as _set_meta
 from .int_extrema import widen_int_extrema
+from .nan_extrema import check_nan_extrema
 from .small_ints import widen_small_ints
 
 _tls = threading.local()
@@ -68,7 +69,7 @@ class LoweringContext:
 
     def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
                  emulate_bf16: str | None = None, exact_max_pool: bool = True,
-                 int64_extrema: bool = False) -> None:
+                 int64_extrema: bool = False, nan_checked_extrema: bool = False) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
         f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
 
@@ -83,9 +84,13 @@ class LoweringContext:
         scan's backward: ``examples/custom_backend.py``).
 
         ``int64_extrema`` computes integer and bool min/max reductions in int64
-        (``lowering/int_extrema.py``: Vulkan gets narrower ones wrong)."""
+        (``lowering/int_extrema.py``: Vulkan gets narrower ones wrong).
+
+        ``nan_checked_extrema`` gives floating min/max reductions an explicit NaN
+        check (``lowering/nan_extrema.py``: Vulkan drops the NaN)."""
         self.graph = graph
         self.int64_extrema = int64_extrema
+        self.nan_checked_extrema = nan_checked_extrema
         self.skipped = frozenset() if exact_max_pool else MAX_POOL_DECOMPOSED
         self.boundary_casts = boundary_casts or {}
         self.emulate_bf16 = bf16.check_mode(emulate_bf16)
@@ -224,6 +229,8 @@ class LoweringContext:
         widen_small_ints(g)
         if self.int64_extrema:
             widen_int_extrema(g)
+        if self.nan_checked_extrema:
+            check_nan_extrema(g)
         return g
 
     def _empty_results(self, node: Node, trace: str | None) -> list[Any] | None:
@@ -509,9 +516,10 @@ def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:
 
 def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
                 emulate_bf16: str | None = None, exact_max_pool: bool = True,
-                int64_extrema: bool = False) -> Computation:
+                int64_extrema: bool = False, nan_checked_extrema: bool = False) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
-    return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema).build()
+    return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema,
+                           nan_checked_extrema).build()
 
 
 def _is_number(x: Any) -> bool:

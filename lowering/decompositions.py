@@ -68,6 +68,9 @@ _ZERO_DIM_REDUCTIONS = (
     aten.any.dim, aten.all.dim,
 )
 
+#: ``torch.norm``'s overloads, decomposed as ``linalg_vector_norm`` is for an infinite order.
+_NORMS = (aten.norm.Scalar, aten.norm.ScalarOpt_dim, aten.norm.ScalarOpt_dtype, aten.norm.ScalarOpt_dim_dtype)
+
 DECOMPOSED_OPS = (
     aten.native_layer_norm_backward.default,
     aten.embedding_dense_backward.default,
@@ -326,6 +329,12 @@ DECOMPOSED_OPS = (
     # expansion of ``math.erf`` drops the sign of a zero. Zeros pass through (_ONLY_WHEN: a
     # floating input).
     aten.erf.default,
+    # ``vector_norm(x, inf)`` (``clip_grad_norm_(..., norm_type=inf)``, ``x.norm(p=inf)``): torch-mlir
+    # reduces it inside its own lowering, out of reach of the Vulkan backend's NaN check for
+    # max/min reductions (lowering/nan_extrema.py): a NaN was lost there. Written as amax/amin of
+    # ``abs`` (_ONLY_WHEN: an order of +-inf; the order is always a constant, lazy_core.op_schema).
+    aten.linalg_vector_norm.default,
+    *_NORMS,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -584,6 +593,20 @@ def _count_nonzero(x: torch.Tensor, dim: Any = None) -> torch.Tensor:
 def _erf(x: torch.Tensor) -> torch.Tensor:
     """erf, with a zero of either sign returned as it came (erf is odd: erf(-0.0) is -0.0)."""
     return torch.where(x == 0, x, torch.erf(x))
+
+
+def _inf_norm(x: torch.Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
+              dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``max(|x|)`` (``min`` for -inf) over ``dim`` (every dim for None), eager's inf-norms."""
+    a = (x if dtype is None else x.to(dtype)).abs()
+    dims = [] if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+    return a.amax(dims, keepdim) if ord > 0 else a.amin(dims, keepdim)
+
+
+def _infinite_order(node: Node) -> bool:
+    order = node.kwargs.get("ord", node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 2))
+    return type(order) in (int, float) and math.isinf(order) and node.args[0].meta is not None \
+        and node.args[0].meta.numel() > 0
 
 
 def _relu(x: torch.Tensor) -> torch.Tensor:
@@ -1153,6 +1176,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.relu.default] = _relu
     table[aten.count_nonzero.default] = table[aten.count_nonzero.dim_IntList] = _count_nonzero
     table[aten.erf.default] = _erf
+    table[aten.linalg_vector_norm.default] = _inf_norm
+    table.update(dict.fromkeys(_NORMS, _inf_norm))
     table[aten.threshold.default] = _threshold
     table[aten.threshold_backward.default] = _threshold_backward
     table[aten.sub.Tensor] = table[aten.sub.Scalar] = _sub_integer_zero_alpha
@@ -1209,6 +1234,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.count_nonzero.default: _floating_input,
     aten.count_nonzero.dim_IntList: _floating_input,
     aten.erf.default: _floating_input,
+    aten.linalg_vector_norm.default: _infinite_order,
+    **dict.fromkeys(_NORMS, _infinite_order),
     aten.threshold.default: _floating_input,
     aten.threshold_backward.default: _floating_input,
     aten.max_pool2d_with_indices.default: _floating_input,

@@ -1468,3 +1468,79 @@ def test_erf_keeps_the_sign_of_a_zero(name):
             torch.testing.assert_close(got, want, equal_nan=True, msg=f"{what} {dtype}")
             zeros = (want == 0) & (got == 0)
             assert torch.equal(got.signbit()[zeros], want.signbit()[zeros]), (what, dtype, got, want)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_min_max_reductions_keep_a_nan(name):
+    """Fuzz seed 1403 programs 90 and 96 (iree-vulkan): ``v0 * torch.stack([v0, v0], -1).min().item()``
+    multiplied by -inf where eager multiplies by NaN. On lavapipe every floating min/max
+    reduction (amax, amin, max(), min(), aminmax, and max(dim)'s values, which read amax) returned
+    a number where the reduced values held a NaN, although IREE's SPIR-V guards its FMax with
+    IsNan. The Vulkan backend asks the lowering for an explicit NaN check
+    (lowering/nan_extrema.py)."""
+    use_backend(name)
+    nan, inf = float("nan"), float("inf")
+    cases = {
+        "amax": lambda t: t.amax(), "amin": lambda t: t.amin(), "max": lambda t: t.max(), "min": lambda t: t.min(),
+        "amax -1": lambda t: t.amax(-1), "amin 0 keepdim": lambda t: t.amin(0, keepdim=True),
+        "amax (0, 2)": lambda t: t.amax((0, 2)), "max(1)": lambda t: t.max(1).values,
+        "min(-1) keepdim": lambda t: t.min(-1, keepdim=True).values,
+        "aminmax": lambda t: torch.stack(list(torch.aminmax(t))),
+        "aminmax dim": lambda t: torch.cat(list(torch.aminmax(t, dim=1))),
+        "inf norm": lambda t: torch.linalg.vector_norm(t, inf),
+        "p96": lambda t: t * torch.stack([t, t], -1).min().item(),
+    }
+    torch.manual_seed(0)
+    for shape in ((5, 1, 1), (40, 3, 1), (2, 64, 5)):
+        x = torch.randn(shape)
+        x.view(-1)[1] = -inf
+        x.view(-1)[x.numel() // 2] = nan
+        for dtype in (torch.float32, torch.float16):
+            xd = x.to(dtype)
+            for what, fn in cases.items():
+                got, want = fn(lazy(xd)).cpu(), fn(xd)
+                assert torch.equal(got.isnan(), want.isnan()), (what, shape, dtype, got, want)
+                torch.testing.assert_close(got, want, equal_nan=True, msg=f"{what} {shape} {dtype}")
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_norms_of_every_order(name):
+    """Found while testing the NaN check above: ``torch.linalg.vector_norm(x, inf)`` gave 1.0 on the
+    reference backend and NaN on iree-cpu for ``x = [1, -3, 2]`` (eager 3). The order was lifted to
+    a runtime parameter like any number, so torch-mlir emitted the generic
+    ``sum(|x| ** p) ** (1 / p)``. Norm orders are constants now (lazy_core.op_schema), and the
+    infinite ones are amax/amin of ``abs`` (lowering/decompositions.py ``_inf_norm``), which the
+    Vulkan backend's NaN check reaches."""
+    use_backend(name)
+    inf, nan = float("inf"), float("nan")
+    torch.manual_seed(0)
+    xs = [torch.randn(4, 6), torch.tensor([[1.0, -inf, 2.0], [0.5, 0.25, -3.0]]),
+          torch.tensor([[1.0, nan, 2.0], [1.0, 2.0, -0.0]]), torch.zeros(2, 3)]
+    for order in (inf, -inf, 0, 1, 2, 3.5, 0.5):
+        cases = {"vector_norm": lambda t, order=order: torch.linalg.vector_norm(t, order),
+                 "vector_norm dim keepdim": lambda t, order=order: torch.linalg.vector_norm(t, order, dim=1, keepdim=True),
+                 "vector_norm f64": lambda t, order=order: torch.linalg.vector_norm(t, order, dtype=torch.float64),
+                 "Tensor.norm": lambda t, order=order: t.norm(p=order, dim=0),
+                 "dist": lambda t, order=order: torch.dist(t, t.flip(0), p=order),
+                 "_foreach_norm": lambda t, order=order: torch._foreach_norm([t, t * 2], order)[1]}
+        if name == "iree-vulkan":
+            del cases["vector_norm f64"]  # no float64 on lavapipe's IREE target
+        got = {(what, i): fn(lazy(x)) for what, fn in cases.items() for i, x in enumerate(xs)}
+        lazy_core.mark_step()  # one graph per order
+        for (what, i), g in got.items():
+            g, want = g.cpu(), cases[what](xs[i])
+            assert torch.equal(g.isnan(), want.isnan()), (what, order, xs[i], g, want)
+            torch.testing.assert_close(g, want, equal_nan=True, msg=f"{what} ord={order} {xs[i]}")
+
+
+@pytest.mark.parametrize("name", on_backends(iree_vulkan="torch-mlir reduces renorm's inf-norm inside its own "
+                                             "lowering; compiled with a dynamic dim, lavapipe drops its NaN "
+                                             "(lowering/nan_extrema.py cannot reach it)"))
+def test_renorm_of_an_infinite_order_keeps_a_nan(name):
+    """The static graph is right everywhere; the second shape compiles with both dims dynamic
+    (lazy_core.dynamic_shapes), whose Vulkan code lost the NaN of row 0's norm and rescaled it."""
+    use_backend(name)
+    torch.manual_seed(0)
+    for x in (torch.randn(4, 6), torch.tensor([[1.0, float("nan"), 2.0], [1.0, 2.0, -0.0]])):
+        got, want = lazy(x).renorm(float("inf"), 0, 1.5).cpu(), x.renorm(float("inf"), 0, 1.5)
+        torch.testing.assert_close(got, want, equal_nan=True, msg=str(x))

@@ -155,8 +155,11 @@ class IreeBackend(MlirBackend):
         return [BackendDevice(self.name, 0, self.config.device_uri)]
 
     def lowering_options(self) -> dict[str, Any]:
-        """bf16 emulated, integer extrema widened, as the target asks (see ``config``)."""
-        return {"emulate_bf16": self.config.target.emulate_bf16, "int64_extrema": self.config.target.int64_extrema}
+        """bf16 emulated, integer extrema widened, float extrema NaN-checked, as the target asks
+        (see ``config``)."""
+        target = self.config.target
+        return {"emulate_bf16": target.emulate_bf16, "int64_extrema": target.int64_extrema,
+                "nan_checked_extrema": target.nan_checked_extrema}
 
     def unavailable_reason(self) -> str | None:
         """None if this backend can execute here, else what is missing."""
@@ -179,7 +182,8 @@ class IreeBackend(MlirBackend):
             resolved = target_key(self.config.compile_flags, self._compiler_version, self.disk_cache)
             self._target_identity = "|".join(
                 [self.config.cache_key(), f"driver={self.config.target.driver}", resolved,
-                 f"bf16={self.config.target.emulate_bf16}", f"int64_extrema={self.config.target.int64_extrema}"])
+                 f"bf16={self.config.target.emulate_bf16}", f"int64_extrema={self.config.target.int64_extrema}",
+                 f"nan_checked_extrema={self.config.target.nan_checked_extrema}"])
         return self._target_identity
 
     def persistent_key(self) -> str:

@@ -120,12 +120,15 @@ class TargetSpec:
     #: Compute integer min/max reductions in int64 (``lowering/int_extrema.py``): IREE's
     #: SPIR-V code for narrower ones read past the data on lavapipe for some sizes.
     int64_extrema: bool = False
+    #: Give floating min/max reductions an explicit NaN check (``lowering/nan_extrema.py``):
+    #: on lavapipe IREE's SPIR-V reductions returned a number where the data held a NaN.
+    nan_checked_extrema: bool = False
 
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
                  (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"))
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
-                    _CORRECTNESS, int64_extrema=True)
+                    _CORRECTNESS, int64_extrema=True, nan_checked_extrema=True)
 CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
