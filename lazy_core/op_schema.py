@@ -46,6 +46,9 @@ _CONSTANT_SCALAR_OPS |= {
 # ``sum(|x| ** p) ** (1 / p)``, so ``vector_norm(x, inf)`` gave 1 (reference) or NaN (iree-cpu)
 # where eager gives ``max(|x|)``, and ``p = 2`` took the exp/log pow instead of a square.
 _CONSTANT_SCALAR_OPS |= {"linalg_vector_norm", "norm", "renorm", "renorm_", "dist", "_foreach_norm"}
+# So is a variance's correction: torch-mlir lowers only a constant one (``x.var(0, correction=2)``
+# failed to compile and ran eagerly).
+_CONSTANT_SCALAR_OPS |= {"var", "std", "var_mean", "std_mean"}
 # Clamp bounds too: their NaN-aware lowering is a decomposition, and
 # decompositions take constant scalars only (lowering/decompositions.py).
 _CONSTANT_SCALAR_OPS |= {"clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_",

@@ -1544,3 +1544,19 @@ def test_renorm_of_an_infinite_order_keeps_a_nan(name):
     for x in (torch.randn(4, 6), torch.tensor([[1.0, float("nan"), 2.0], [1.0, 2.0, -0.0]])):
         got, want = lazy(x).renorm(float("inf"), 0, 1.5).cpu(), x.renorm(float("inf"), 0, 1.5)
         torch.testing.assert_close(got, want, equal_nan=True, msg=str(x))
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_a_variance_correction_other_than_0_or_1_compiles(name):
+    """``x.var(0, correction=2)``, ``x.std(1, correction=0.5)``: the correction was lifted to a
+    runtime parameter like any number, and torch-mlir lowers only a constant one, so the graph
+    failed to compile and ran eagerly (a strict test fails on that fallback). A correction is
+    a constant now (lazy_core.op_schema)."""
+    use_backend(name)
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    cases = {"var": lambda t: t.var(0, correction=2), "std": lambda t: t.std(1, correction=0.5),
+             "var_mean": lambda t: torch.var_mean(t, 1, correction=3)[0]}
+    for what, fn in cases.items():
+        torch.testing.assert_close(fn(lazy(x)).cpu(), fn(x), msg=what)
+    assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()
