@@ -53,6 +53,31 @@ def test_a_failed_read_does_not_poison_the_next_step() -> None:
     torch.testing.assert_close(b.cpu(), torch.tensor([2.0, 3.0]))
 
 
+@pytest.mark.parametrize("name", [b for b in requested_backends() if b != "eager"])
+def test_a_failed_compile_does_not_poison_the_next_read(name, monkeypatch) -> None:
+    """With LAZY_STRICT=1, after ``torch.erfinv(a).cpu()`` failed to compile on iree-cpu (every
+    input form refused it), ``(a + 1).cpu()`` failed with the same error. Root cause
+    (backends/iree/backend.py ``_compile_vmfb``): the frame that raised kept the caught errors in
+    its locals while the raised error's traceback kept that frame, a reference cycle; the frames
+    above it held the pending erfinv tensor, which so stayed alive until the next GC and joined
+    the next graph. GC is off here, as it may be at any moment in a user's process."""
+    use_backend(name)
+    monkeypatch.setenv("LAZY_STRICT", "1")
+    a = lazy(torch.tensor([0.5, 0.25]))
+
+    def read_a_value_no_backend_compiles() -> None:
+        with pytest.raises(Exception, match="erfinv"):
+            torch.erfinv(a).cpu()
+
+    gc.collect()
+    gc.disable()
+    try:
+        read_a_value_no_backend_compiles()
+        torch.testing.assert_close((a + 1).cpu(), torch.tensor([1.5, 1.25]))
+    finally:
+        gc.enable()
+
+
 # -- errors that only the data reveal: raise at the read at the latest (issue 13 / 14) -------------------
 # Fixed by lazy_core/checks.py (device-side-assert style flags): the lowering emitted no runtime
 # check, so an integer division by zero gave garbage (% read uninitialized memory on reference)

@@ -304,11 +304,20 @@ class IreeBackend(MlirBackend):
             # and holds every op that could write into one before decomposition.
             return vmfb, written_arguments(text) | written_arguments(computation.mlir), applied
         first = _name_culprit(errors[0], computation)
+        error = first
         if len(errors) > 1:
             others = "; ".join(str(e).splitlines()[0] for e in errors[1:])
-            raise CompileError(f"{first}\n(other input forms failed too: {others})",
-                               repro_path=first.repro_path, location=first.location) from first
-        raise first
+            error = CompileError(f"{first}\n(other input forms failed too: {others})",
+                                 repro_path=first.repro_path, location=first.location)
+            error.__cause__ = first
+        try:
+            raise error
+        finally:
+            # The raised error's traceback holds this frame: with the errors still in its
+            # locals, that is a reference cycle, and the caller's pending tensors (in the
+            # frames above) stayed alive until the next GC, so the failed value joined the
+            # next graph and failed it too (LAZY_STRICT=1).
+            del error, first, errors
 
     def compile_to_vmfb(self, computation: lowering.Computation) -> bytes:
         """The VM flatbuffer for ``computation``: from memory, from disk, or compiled.
