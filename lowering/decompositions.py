@@ -335,6 +335,8 @@ DECOMPOSED_OPS = (
     # ``abs`` (_ONLY_WHEN: an order of +-inf; the order is always a constant, lazy_core.op_schema).
     aten.linalg_vector_norm.default,
     *_NORMS,
+    # ``torch.std_mean`` has no torch-dialect op (``var_mean`` has): it ran eagerly and cut the graph.
+    aten.std_mean.correction,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -601,6 +603,12 @@ def _inf_norm(x: torch.Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = Fa
     a = (x if dtype is None else x.to(dtype)).abs()
     dims = [] if dim is None else ([dim] if isinstance(dim, int) else list(dim))
     return a.amax(dims, keepdim) if ord > 0 else a.amin(dims, keepdim)
+
+
+def _std_mean(x: torch.Tensor, dim: Any = None, *, correction: Any = None,
+              keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    var, mean = torch.var_mean(x, dim, correction=correction, keepdim=keepdim)
+    return var.sqrt(), mean
 
 
 def _infinite_order(node: Node) -> bool:
@@ -1178,6 +1186,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.erf.default] = _erf
     table[aten.linalg_vector_norm.default] = _inf_norm
     table.update(dict.fromkeys(_NORMS, _inf_norm))
+    table[aten.std_mean.correction] = _std_mean
     table[aten.threshold.default] = _threshold
     table[aten.threshold_backward.default] = _threshold_backward
     table[aten.sub.Tensor] = table[aten.sub.Scalar] = _sub_integer_zero_alpha

@@ -1576,12 +1576,14 @@ def test_a_variance_correction_other_than_0_or_1_compiles(name):
     """``x.var(0, correction=2)``, ``x.std(1, correction=0.5)``: the correction was lifted to a
     runtime parameter like any number, and torch-mlir lowers only a constant one, so the graph
     failed to compile and ran eagerly (a strict test fails on that fallback). A correction is
-    a constant now (lazy_core.op_schema)."""
+    a constant now (lazy_core.op_schema). ``std_mean`` has no torch-dialect op at all: it ran
+    eagerly whatever its correction, and is ``var_mean`` and a square root now."""
     use_backend(name)
     torch.manual_seed(0)
     x = torch.randn(4, 5)
     cases = {"var": lambda t: t.var(0, correction=2), "std": lambda t: t.std(1, correction=0.5),
-             "var_mean": lambda t: torch.var_mean(t, 1, correction=3)[0]}
+             "var_mean": lambda t: torch.var_mean(t, 1, correction=3)[0],
+             "std_mean": lambda t: torch.stack(torch.std_mean(t, 0, correction=1.5))}
     for what, fn in cases.items():
         torch.testing.assert_close(fn(lazy(x)).cpu(), fn(x), msg=what)
     assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()
