@@ -172,3 +172,23 @@ def test_a_float64_value_of_float32_ones_is_compared_at_float32_tolerance() -> N
     assert "v2: values differ" in compare_env(cpu, lazy)  # without the program: float64's tolerance
     lazy.env["v4"] = cpu.env["v4"] + off
     assert "v4: values differ" in compare_env(cpu, lazy, program)
+
+
+def test_a_mismatch_says_when_code_compiled_for_another_size_ran() -> None:
+    """Fuzz seed 1502 p601 (iree-cpu) failed only inside its run. One way that happens: an earlier
+    program of the same structure at other sizes made a dynamic-shape plan (kept in the run's
+    disk cache) and a later one ran it; its code can differ from the static graph's (on
+    iree-vulkan a [?, ?] ``renorm(p=inf)`` lost a NaN that the static graph kept). The driver
+    counts such runs around each group and says so in the mismatch
+    (tools/fuzz/driver.py ``_shared_code_count``)."""
+    import torch
+    from conftest import use_backend
+
+    import lazy_core
+    from tools.fuzz.driver import _shared_code_count
+
+    use_backend("reference")
+    before = _shared_code_count()
+    for rows in (2, 3, 4):
+        torch.softmax(torch.randn(rows, 5).to("lazy"), -1).cpu()
+    assert _shared_code_count() >= before + 2, lazy_core.metrics.counters()

@@ -192,6 +192,15 @@ def run_group(programs: list[Program], batch: bool) -> tuple[str | None, Program
     return None, None
 
 
+#: Counters that say a graph ran code compiled for another graph of its family (lazy_core.dynamic_shapes).
+_SHARED_CODE = ("dynamic_reuse", "dynamic_compile", "persistent_cache_hit")
+
+
+def _shared_code_count() -> int:
+    counters = lazy_core.metrics.counters()
+    return sum(counters.get(k, 0) for k in _SHARED_CODE)
+
+
 def reproduces(backend: str, programs: list[Program], batch: bool) -> str | None:
     """The mismatch of ``programs`` run on a fresh backend, or None."""
     fresh_backend(backend)
@@ -232,6 +241,7 @@ def fuzz(config: Config, log: Any = print) -> Report:
                     if config.last_path:
                         dump_case(config.last_path, config.backend, programs, config.batch > 1)
                     dog = _Watchdog(config.group_timeout)
+                    shared_before = _shared_code_count()
                     try:
                         diff, culprit = run_group(programs, config.batch > 1)
                     except Exception as e:
@@ -241,6 +251,11 @@ def fuzz(config: Config, log: Any = print) -> Report:
                     n += len(programs)
                     if diff is None:
                         continue
+                    if _shared_code_count() > shared_before:
+                        # Earlier programs of the same structure at other sizes made a dynamic
+                        # plan (kept on disk for the run): a repro without them runs static code.
+                        diff += (" [a graph of this group ran a dynamic-shape plan or code from the disk "
+                                 "cache; if the repro passes alone, run the group with LAZY_DYNAMIC=0]")
                     # The group before may have filled the caches this one collided with.
                     history = previous + group + (programs if programs is not group else [])
                     failure = Failure(diff, history, config.batch > 1)
