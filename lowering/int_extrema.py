@@ -24,6 +24,7 @@ from torch.fx import Node as FxNode
 from lazy_core.ir import TensorMeta
 
 from .fx_meta import fake_tensor, meta_tensor, set_meta
+from .fx_rewrite import calls_on_tensors, reroute_uses
 
 __all__ = ["widen_int_extrema"]
 
@@ -53,20 +54,14 @@ def _cast(g: Graph, x: FxNode, dtype: torch.dtype, like: FxNode) -> FxNode:
 
 def _narrow_back(g: Graph, value: FxNode, dtype: torch.dtype) -> None:
     """Every use of ``value`` (now int64) reads it converted back to ``dtype``."""
-    with g.inserting_after(value):
-        back = _cast(g, value, dtype, value)
-    value.replace_all_uses_with(back, delete_user_cb=lambda user: user is not back)
+    reroute_uses(g, value, lambda v: _cast(g, v, dtype, v))
 
 
 def widen_int_extrema(g: Graph) -> bool:
     """Rewrite ``g`` in place (see the module docstring); True if it changed."""
     changed = False
-    for node in list(g.nodes):
-        if node.op != "call_function" or node.target not in _EXTREMA or not node.args:
-            continue
-        x = node.args[0]
-        val = x.meta.get("val") if isinstance(x, FxNode) else None
-        if not isinstance(val, torch.Tensor) or val.dtype not in _NARROW:
+    for node, x, val in calls_on_tensors(g, _EXTREMA):
+        if val.dtype not in _NARROW:
             continue
         changed = True
         dtype = val.dtype

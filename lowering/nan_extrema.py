@@ -26,6 +26,7 @@ from torch.fx import Node as FxNode
 from lazy_core.ir import TensorMeta
 
 from .fx_meta import meta_tensor, set_meta
+from .fx_rewrite import calls_on_tensors, reroute_uses
 
 __all__ = ["check_nan_extrema"]
 
@@ -77,20 +78,14 @@ def _nan_any(g: Graph, x: FxNode, dims: list[int], keepdim: bool, like: FxNode) 
 
 def _guard(g: Graph, value: FxNode, nan_any: FxNode) -> None:
     """Every use of ``value`` reads ``where(nan_any, nan, value)``."""
-    with g.inserting_after(value):
-        guarded = _add(g, aten.where.ScalarSelf, (nan_any, float("nan"), value), value.meta["val"], value)
-    value.replace_all_uses_with(guarded, delete_user_cb=lambda user: user is not guarded)
+    reroute_uses(g, value, lambda v: _add(g, aten.where.ScalarSelf, (nan_any, float("nan"), v), v.meta["val"], v))
 
 
 def check_nan_extrema(g: Graph) -> bool:
     """Rewrite ``g`` in place (see the module docstring); True if it changed."""
     changed = False
-    for node in list(g.nodes):
-        if node.op != "call_function" or node.target not in _EXTREMA or not node.args:
-            continue
-        x = node.args[0]
-        val = x.meta.get("val") if isinstance(x, FxNode) else None
-        if not isinstance(val, torch.Tensor) or not val.dtype.is_floating_point or val.dim() == 0:
+    for node, x, val in calls_on_tensors(g, _EXTREMA):
+        if not val.dtype.is_floating_point or val.dim() == 0:
             continue
         if val.numel() == 0:
             continue  # eager raises (or returns no element): nothing to guard
