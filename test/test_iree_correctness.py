@@ -262,6 +262,66 @@ def test_iree_still_writes_into_a_shared_folded_constant() -> None:
     assert got != want, "IREE now keeps x == x apart from its in-place write: retire the workaround"
 
 
+#: Fuzz seed 1700 p308 as torch-dialect text: ``v3 = ceil(v2)``, ``v2 = v3 + v2 @ v2.mT`` (out=),
+#: then ``v3[0].logical_not_()``; the ``where`` of scalars is needed to shift IREE's schedule.
+_READ_THEN_WRITE_THROUGH_A_VIEW = """
+func.func @f(%x: !torch.vtensor<[2,1,3],f32>, %s: !torch.vtensor<[],f64>, %a: !torch.vtensor<[],i1>,
+             %b: !torch.vtensor<[],i1>) -> (!torch.vtensor<[2,1,3],f32>, !torch.vtensor<[2,1,3],f32>,
+                                            !torch.vtensor<[],i1>) {
+  %int0 = torch.constant.int 0
+  %int1 = torch.constant.int 1
+  %int-2 = torch.constant.int -2
+  %int-1 = torch.constant.int -1
+  %int6 = torch.constant.int 6
+  %none = torch.constant.none
+  %false = torch.constant.bool false
+  %zero = torch.constant.float 0.000000e+00
+  %c = torch.aten.ceil %x : !torch.vtensor<[2,1,3],f32> -> !torch.vtensor<[2,1,3],f32>
+  %t = torch.aten.transpose.int %x, %int-2, %int-1
+      : !torch.vtensor<[2,1,3],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,3,1],f32>
+  %m = torch.aten.bmm %x, %t : !torch.vtensor<[2,1,3],f32>, !torch.vtensor<[2,3,1],f32> -> !torch.vtensor<[2,1,1],f32>
+  %sum = torch.aten.add.Tensor %c, %m, %int1
+      : !torch.vtensor<[2,1,3],f32>, !torch.vtensor<[2,1,1],f32>, !torch.int -> !torch.vtensor<[2,1,3],f32>
+  %row = torch.aten.select.int %c, %int0, %int0
+      : !torch.vtensor<[2,1,3],f32>, !torch.int, !torch.int -> !torch.vtensor<[1,3],f32>
+  %not = torch.aten.logical_not %row : !torch.vtensor<[1,3],f32> -> !torch.vtensor<[1,3],i1>
+  %nf = torch.aten._to_copy %not, %int6, %none, %none, %none, %false, %none
+      : !torch.vtensor<[1,3],i1>, !torch.int, !torch.none, !torch.none, !torch.none, !torch.bool, !torch.none
+      -> !torch.vtensor<[1,3],f32>
+  %w = torch.aten.select_scatter %c, %nf, %int0, %int0
+      : !torch.vtensor<[2,1,3],f32>, !torch.vtensor<[1,3],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,1,3],f32>
+  %gt = torch.aten.gt.Scalar %s, %zero : !torch.vtensor<[],f64>, !torch.float -> !torch.vtensor<[],i1>
+  %sel = torch.aten.where.self %gt, %a, %b
+      : !torch.vtensor<[],i1>, !torch.vtensor<[],i1>, !torch.vtensor<[],i1> -> !torch.vtensor<[],i1>
+  return %sum, %w, %sel : !torch.vtensor<[2,1,3],f32>, !torch.vtensor<[2,1,3],f32>, !torch.vtensor<[],i1>
+}
+"""
+
+
+def test_iree_still_reorders_a_read_after_an_in_place_write() -> None:
+    """Why every IREE target compiles with ``--iree-stream-partitioning-favor=debug`` (config.py):
+    with IREE's default schedule, ``v3 + v4`` runs after the in-place write into ``v3`` it must
+    precede (fuzz seed 1700 p308); in program order it is right. When an IREE release gets the
+    default schedule right, the first assert fails: then weigh dropping the flag."""
+    import iree.compiler as ic
+    import iree.runtime as rt
+
+    from lazy_mlir.backends.iree.config import CPU
+
+    x = np.array([[[0.5, 0.87, -3.56]], [[3.0, -0.26, 1.36]]], dtype=np.float32)
+    want = np.ceil(x) + np.matmul(x, x.transpose(0, 2, 1))
+    in_order = [f for f in CPU.default_flags if f.startswith("--iree-stream-partitioning-favor")]
+    assert in_order == ["--iree-stream-partitioning-favor=debug"]
+    sums = []
+    for flags in ([f for f in CPU.default_flags if f not in in_order], list(CPU.default_flags)):
+        vmfb = ic.compile_str(_READ_THEN_WRITE_THROUGH_A_VIEW, input_type="torch", target_backends=["llvm-cpu"],
+                              extra_args=flags)
+        module = rt.load_vm_flatbuffer(vmfb, driver="local-task")
+        sums.append(module.f(x, np.array(0.24), np.array(True), np.array(False))[0].to_host())
+    assert not np.array_equal(sums[0], want), "IREE's default schedule now keeps the read first"
+    np.testing.assert_array_equal(sums[1], want)
+
+
 def test_the_check_passes_ordinary_reductions() -> None:
     """No false alarm on reductions that read their input (a refusal costs a whole graph)."""
     from lazy_mlir.backends.iree.miscompiles import invariant_reductions

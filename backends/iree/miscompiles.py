@@ -45,20 +45,21 @@ tied to two dispatches of which one sorts is refused.
 
 An in-place write into a shared constant: the same fault as the sorts', from
 any in-place-capable write. IREE computes a value it can derive without
-inputs (``fmin(z, z)`` of zeros, ``x == x`` folded to true) by a dispatch with
-no operands; a ``select_scatter`` or a fill through a slice then writes into
-it in place (``flow.tensor.update`` or a tied dispatch result) while another
-result or dispatch still uses the original. The copy the write needs is
-recomputed by a second run of that dispatch and merged with the first: the
-results came back swapped (fuzz seed 1101) or the write showed in the other
-result (seed 1205 p366: ``v2 = eq(v0, v0); v3 = fmin(v2, v2); v3[1] = 0`` set
-half of ``v2`` False). Such a graph is refused (``writes_into_a_shared_constant``);
+tensor inputs (``fmin(z, z)`` of zeros, ``x == x`` folded to true, a tensor
+filled with a number the graph reads from a tensor) by a dispatch with no
+tensor operands; a ``select_scatter`` or a fill through a slice then writes
+into it in place (``flow.tensor.update`` or a tied dispatch result) while
+another result or dispatch still uses the original. The copy the write needs
+is turned into a second run of that dispatch (after ``ElideAsyncCopies``)
+and CSE merges the two runs back into one buffer: the results
+came back swapped (fuzz seed 1101) or the write showed in the other result
+(seed 1205 p366: ``v2 = eq(v0, v0); v3 = fmin(v2, v2); v3[1] = 0`` set half of
+``v2`` False; seed 1700 p317, ``v0 = full(True); v4 = fmax(v0, v0);
+v4[::2].logical_not_()`` changed ``v0``, whose fill reads its value from a
+lifted scalar). Such a graph is refused (``writes_into_a_shared_constant``);
 a write into a constant nothing else uses is right and compiles. The same
-write into a dispatch *with* operands is usually copied right (every view
-update of ``test_semantics.py`` writes so), but not always: seed 1502 p670,
-``v3 = v2.to(float64); v6 = minimum(v2, v3); v6[:, 1:].fill_(nan)`` wrote NaN
-into ``v3`` (IREE folds ``v6`` to ``v3``); that case is not told apart yet and
-stays a strict xfail in ``test_fuzz_regressions.py``.
+write into a dispatch that reads a tensor keeps its copy; the order of that
+copy against the write is config.py's ``--iree-stream-partitioning-favor=debug``.
 
 A floating multiplication or division with a constant zero on a SPIR-V
 target. lavapipe's shader compiler (gallivm) shortcuts a constant zero
@@ -192,16 +193,23 @@ def shared_in_place_sorts(flow_ir: str) -> list[str]:
     return []
 
 
-#: A dispatch with no operands: a value IREE computes from nothing (a fill, an iota, a folded
-#: comparison). Its copy is what IREE recomputes and merges back.
-_CONSTANT_DISPATCH = re.compile(r"^\s*(?P<name>%[\w.$-]+)(?::\d+)?\s*=\s*flow\.dispatch @[^(\s]+\(\)")
+#: A dispatch with no tensor operands: a value IREE computes from nothing or from scalars only (a
+#: fill, an iota, a folded comparison, a broadcast of a number read from a tensor). Its copy is
+#: what IREE recomputes and merges back.
+_SCALAR_DISPATCH = re.compile(r"^\s*(?P<name>%[\w.$-]+)(?::\d+)?\s*=\s*flow\.dispatch @[^(\s]+\([^)]*\)\s*:\s*\((?P<types>[^)]*)\)")
+
+
+def _constant_dispatch(line: str) -> str | None:
+    """The result name of a dispatch in ``line`` that reads no tensor, or None."""
+    m = _SCALAR_DISPATCH.match(line)
+    return m["name"] if m is not None and "tensor<" not in m["types"] else None
 _RESHAPE = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*flow\.tensor\.reshape\s+(?P<source>%[\w.$-]+)")
 _UPDATE = re.compile(r"flow\.tensor\.update\s+%[\w.$-]+\s*,\s*(?P<target>%[\w.$-]+)\[")
 
 
 def writes_into_a_shared_constant(flow_ir: str) -> list[str]:
-    """The lines of ``flow_ir`` that write in place into a value a dispatch with no operands
-    computes while that value has another use (see the module docstring)."""
+    """The lines of ``flow_ir`` that write in place into a value a dispatch with no tensor
+    operands computes while that value has another use (see the module docstring)."""
     found = []
     for func in re.split(r"\b(?:util|func)\.func ", _LOC.sub("", flow_ir))[1:]:  # SSA names repeat across functions
         found += _shared_constant_writes([line.strip() for line in func.splitlines()])
@@ -211,8 +219,8 @@ def writes_into_a_shared_constant(flow_ir: str) -> list[str]:
 def _shared_constant_writes(lines: list[str]) -> list[str]:
     root: dict[str, str] = {}
     for line in lines:
-        if (m := _CONSTANT_DISPATCH.match(line)) is not None:
-            root[m["name"]] = m["name"]
+        if (name := _constant_dispatch(line)) is not None:
+            root[name] = name
         elif (m := _RESHAPE.match(line)) is not None and m["source"].split("#")[0] in root:
             root[m["name"]] = root[m["source"].split("#")[0]]
     if not root:
@@ -222,7 +230,7 @@ def _shared_constant_writes(lines: list[str]) -> list[str]:
     for line in lines:
         d = _DEF.match(line)
         rhs = d["rhs"] if d is not None else line
-        if _RESHAPE.match(line) is not None or _CONSTANT_DISPATCH.match(line) is not None:
+        if _RESHAPE.match(line) is not None or _constant_dispatch(line) is not None:
             continue  # an alias or the constant itself, not a use
         used = {root[v] for v in _VALUE.findall(rhs) if v in root}
         for r in used:
