@@ -335,6 +335,9 @@ DECOMPOSED_OPS = (
     # ``abs`` (_ONLY_WHEN: an order of +-inf; the order is always a constant, lazy_core.op_schema).
     aten.linalg_vector_norm.default,
     *_NORMS,
+    # ``renorm(x, inf, dim, maxnorm)``: the same inf-norm inside torch-mlir's renorm lowering; with
+    # both dims dynamic lavapipe dropped a row's NaN and rescaled it (_ONLY_WHEN: an order of +-inf).
+    aten.renorm.default,
     # ``torch.std_mean`` has no torch-dialect op (``var_mean`` has): it ran eagerly and cut the graph.
     aten.std_mean.correction,
 )
@@ -603,6 +606,17 @@ def _inf_norm(x: torch.Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = Fa
     a = (x if dtype is None else x.to(dtype)).abs()
     dims = [] if dim is None else ([dim] if isinstance(dim, int) else list(dim))
     return a.amax(dims, keepdim) if ord > 0 else a.amin(dims, keepdim)
+
+
+def _inf_renorm(x: torch.Tensor, p: Any, dim: int, maxnorm: Any) -> torch.Tensor:
+    """Eager's renorm kernel for an order of +-inf: each slice along ``dim`` whose inf-norm
+    exceeds ``maxnorm`` is scaled by ``maxnorm / (norm + 1e-7)``; the norm (an amax/amin of
+    ``abs``, in float32 for 16-bit floats) goes through ``_inf_norm`` like vector_norm's."""
+    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    dims = [d for d in range(x.dim()) if d != dim % max(x.dim(), 1)]
+    norm = _inf_norm(x, p, dims, True, dtype=acc)
+    factor = torch.where(norm > maxnorm, maxnorm / (norm + 1e-7), torch.ones_like(norm))
+    return x * factor.to(x.dtype)
 
 
 def _std_mean(x: torch.Tensor, dim: Any = None, *, correction: Any = None,
@@ -1186,6 +1200,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.erf.default] = _erf
     table[aten.linalg_vector_norm.default] = _inf_norm
     table.update(dict.fromkeys(_NORMS, _inf_norm))
+    table[aten.renorm.default] = _inf_renorm
     table[aten.std_mean.correction] = _std_mean
     table[aten.threshold.default] = _threshold
     table[aten.threshold_backward.default] = _threshold_backward
@@ -1245,6 +1260,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.erf.default: _floating_input,
     aten.linalg_vector_norm.default: _infinite_order,
     **dict.fromkeys(_NORMS, _infinite_order),
+    aten.renorm.default: _infinite_order,
     aten.threshold.default: _floating_input,
     aten.threshold_backward.default: _floating_input,
     aten.max_pool2d_with_indices.default: _floating_input,
