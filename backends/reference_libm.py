@@ -14,6 +14,10 @@ pipeline, as ``convert-math-to-libm`` writes them for the ops it is given;
 the JIT resolves them in the process, like the ``asinhf`` calls it already
 makes. A float16 op (which the pipeline computed in float16: ``log1p`` of
 1e-3 was 2.3% off) calls the float32 function and rounds once, as eager does.
+
+``math.erf`` too: the pipeline has a polynomial expansion for float32 only,
+so a float64 ``erf`` (``gelu`` of a float64 model) failed to compile and ran
+eagerly; ``erf``/``erff`` from libm serve both.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ __all__ = ["LIBM_CALLS", "LIBM_SOURCE", "call_libm"]
 LIBM_SOURCE = Path(__file__).read_text()
 
 #: math op -> the C function of its float64 form (``f`` suffix for float32).
-LIBM_CALLS = {"math.log1p": "log1p", "math.expm1": "expm1", "math.tanh": "tanh"}
+LIBM_CALLS = {"math.log1p": "log1p", "math.expm1": "expm1", "math.tanh": "tanh", "math.erf": "erf"}
 
 
 def _ops(op: Any) -> list[Any]:
