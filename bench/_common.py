@@ -167,6 +167,26 @@ def summarize(samples: dict[str, list[float]], scale: float = 1.0) -> dict[str, 
     }
 
 
+def _commit() -> str:
+    """The checked-out commit, with ``-dirty`` when tracked files differ from it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=BENCH_DIR, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=BENCH_DIR).returncode != 0
+        return head + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def machine_info() -> dict[str, Any]:
     """What a reader needs to compare numbers across machines (and how busy this one was)."""
     import torch
@@ -176,8 +196,12 @@ def machine_info() -> dict[str, Any]:
     except OSError:
         load = (float("nan"),) * 3
     return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": _commit(),
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "iree": _version("iree-base-compiler"),
+        "torch_mlir": _version("torch-mlir"),
         "cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "machine": platform.machine(),

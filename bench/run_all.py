@@ -127,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = goals(trace, train, cache)
         print(C.table(["goal (issue 8)", "measured", ""], rows, title="Goals"))
         info = C.machine_info()
-        print(f"\n{info['cpus']} CPUs, load average {', '.join(f'{x:.1f}' for x in info['loadavg'])}; "
+        print(f"\n{info['date']}, commit {info['commit']}; torch {info['torch']}, IREE {info['iree']}, "
+              f"torch-mlir {info['torch_mlir']}, Python {info['python']} ({info['machine']})")
+        print(f"{info['cpus']} CPUs, load average {', '.join(f'{x:.1f}' for x in info['loadavg'])}; "
               f"threads per system: {args.threads or 'library default'}; "
               f"total {time.perf_counter() - start:.0f}s")
     C.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
