@@ -322,6 +322,24 @@ def test_iree_still_reorders_a_read_after_an_in_place_write() -> None:
     np.testing.assert_array_equal(sums[1], want)
 
 
+def test_the_shared_constant_check_reads_scalar_fed_and_dynamic_dispatches() -> None:
+    """Fuzz seed 1700 p317: the constant was a fill from a number read from a tensor, a dispatch
+    whose operands are all scalars; with dynamic dims a dispatch line carries its workload
+    (``@entry[%a, %b](...)``). Both count as constants; a dispatch reading a tensor does not."""
+    from lazy_mlir.backends.iree.miscompiles import writes_into_a_shared_constant
+
+    flow = """util.func public @f(%arg0: !hal.buffer_view) {
+    %2 = flow.tensor.load %1 : tensor<i64>
+    %3 = flow.dispatch @f::@fill[%n, %m](%2, %n, %m) : (i64, index, index) -> tensor<?x3xi1>{%n}
+    %5 = flow.dispatch @f::@not[%n](%3, %n) : (tensor<?x3xi1>{%n}, index) -> tensor<3xi1>
+    %6 = flow.dispatch @f::@copy[%n](%5, %3, %n) : (tensor<3xi1>, tensor<?x3xi1>{%n}, index) -> %3{%n}
+    %7:2 = hal.tensor.barrier join(%3, %6 : tensor<?x3xi1>, tensor<?x3xi1>) => %arg2 : !hal.fence
+    }"""
+    assert writes_into_a_shared_constant(flow) == [flow.splitlines()[4].strip()]
+    reads_a_tensor = flow.replace("(%2, %n, %m) : (i64,", "(%1, %n, %m) : (tensor<i64>,")
+    assert writes_into_a_shared_constant(reads_a_tensor) == []
+
+
 def test_the_check_passes_ordinary_reductions() -> None:
     """No false alarm on reductions that read their input (a refusal costs a whole graph)."""
     from lazy_mlir.backends.iree.miscompiles import invariant_reductions

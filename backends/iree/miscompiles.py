@@ -173,7 +173,7 @@ def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
 
 
 #: A dispatch at the flow phase: its executable entry, operands and results (tied ones are ``%names``).
-_DISPATCH = re.compile(r"flow\.dispatch @(?P<entry>[^(\s]+)\((?P<operands>[^)]*)\)\s*:\s*\(.*?\)\s*->\s*(?P<results>.*)$")
+_DISPATCH = re.compile(r"flow\.dispatch @(?P<entry>[^(\s\[]+)(?:\[[^\]]*\])?\((?P<operands>[^)]*)\)\s*:\s*\(.*?\)\s*->\s*(?P<results>.*)$")
 
 
 def shared_in_place_sorts(flow_ir: str) -> list[str]:
@@ -196,7 +196,7 @@ def shared_in_place_sorts(flow_ir: str) -> list[str]:
 #: A dispatch with no tensor operands: a value IREE computes from nothing or from scalars only (a
 #: fill, an iota, a folded comparison, a broadcast of a number read from a tensor). Its copy is
 #: what IREE recomputes and merges back.
-_SCALAR_DISPATCH = re.compile(r"^\s*(?P<name>%[\w.$-]+)(?::\d+)?\s*=\s*flow\.dispatch @[^(\s]+\([^)]*\)\s*:\s*\((?P<types>[^)]*)\)")
+_SCALAR_DISPATCH = re.compile(r"^\s*(?P<name>%[\w.$-]+)(?::\d+)?\s*=\s*flow\.dispatch @[^(\s\[]+(?:\[[^\]]*\])?\([^)]*\)\s*:\s*\((?P<types>[^)]*)\)")
 
 
 def _constant_dispatch(line: str) -> str | None:
