@@ -39,6 +39,7 @@ from .fx_meta import meta_tensor as _meta_tensor
 from .fx_meta import set_meta as _set_meta
 from .int_extrema import widen_int_extrema
 from .nan_extrema import check_nan_extrema
+from .positive_zero_sums import make_zero_sums_positive
 from .small_ints import widen_small_ints
 
 _tls = threading.local()
@@ -69,7 +70,8 @@ class LoweringContext:
 
     def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
                  emulate_bf16: str | None = None, exact_max_pool: bool = True,
-                 int64_extrema: bool = False, nan_checked_extrema: bool = False) -> None:
+                 int64_extrema: bool = False, nan_checked_extrema: bool = False,
+                 positive_zero_sums: bool = False) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
         f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
 
@@ -87,8 +89,12 @@ class LoweringContext:
         (``lowering/int_extrema.py``: Vulkan gets narrower ones wrong).
 
         ``nan_checked_extrema`` gives floating min/max reductions an explicit NaN
-        check (``lowering/nan_extrema.py``: Vulkan drops the NaN)."""
+        check (``lowering/nan_extrema.py``: Vulkan drops the NaN).
+
+        ``positive_zero_sums`` makes floating sums and means that are zero +0.0
+        (``lowering/positive_zero_sums.py``: Vulkan on lavapipe keeps a -0.0)."""
         self.graph = graph
+        self.positive_zero_sums = positive_zero_sums
         self.int64_extrema = int64_extrema
         self.nan_checked_extrema = nan_checked_extrema
         self.skipped = frozenset() if exact_max_pool else MAX_POOL_DECOMPOSED
@@ -231,6 +237,8 @@ class LoweringContext:
             widen_int_extrema(g)
         if self.nan_checked_extrema:
             check_nan_extrema(g)
+        if self.positive_zero_sums:
+            make_zero_sums_positive(g)
         return g
 
     def _empty_results(self, node: Node, trace: str | None) -> list[Any] | None:
@@ -516,10 +524,11 @@ def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:
 
 def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
                 emulate_bf16: str | None = None, exact_max_pool: bool = True,
-                int64_extrema: bool = False, nan_checked_extrema: bool = False) -> Computation:
+                int64_extrema: bool = False, nan_checked_extrema: bool = False,
+                positive_zero_sums: bool = False) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
     return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema,
-                           nan_checked_extrema).build()
+                           nan_checked_extrema, positive_zero_sums).build()
 
 
 def _is_number(x: Any) -> bool:

@@ -8,6 +8,7 @@ and who owns it: the day it is fixed the XPASS fails, and the mark goes.
 from __future__ import annotations
 
 import gc
+import math
 import os
 import re
 import subprocess
@@ -1509,6 +1510,32 @@ def test_float64_erf_and_gelu_compile(name):
         assert ((got - want).abs() <= ulp).all(), (dtype, ((got - want).abs() / ulp).max())
         torch.testing.assert_close(F.gelu(lazy(x)).cpu(), F.gelu(x))
     assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_a_sum_of_negative_zeros_is_positive_zero(name):
+    """Fuzz seed 2102 programs 65, 342', 543 (iree-vulkan): ``torch.mean(-0.0)`` was -0.0, and a
+    sum of -0.0 values read with ``.item()`` as a factor flipped the sign of every zero it
+    multiplied. Eager starts a floating sum at +0.0; lavapipe shortcuts ``x + 0.0`` to ``x``.
+    The Vulkan target asks the lowering for ``positive_zero_sums`` (lowering/positive_zero_sums.py)."""
+    use_backend(name)
+
+    def program(dev):
+        z = torch.full((3, 4), -0.0, device=dev)
+        signs = torch.where(torch.ones((2, 6), dtype=torch.int64, device=dev) > 0, -0.0, 1)
+        return {"mean of a 0-d": torch.mean(torch.full((), -0.0, device=dev), 0, dtype=torch.float64),
+                "sum": z.sum(), "sum(dim)": z.sum(1), "sum keepdim": z.sum(0, keepdim=True), "mean(dim)": z.mean(-1),
+                "sum f64": z.sum(dtype=torch.float64), "nansum": z.nansum(1), "half": z.half().sum(0),
+                "where-sum": signs.sum(), "not zero": torch.tensor([-0.0, -2.5, 1.0], device=dev).sum()}
+
+    got, want = program("lazy"), program("cpu")
+    lazy_core.mark_step()  # one graph
+    for what in want:
+        g, w = got[what].cpu(), want[what]
+        assert g.dtype == w.dtype and torch.equal(g, w) and torch.equal(g.signbit(), w.signbit()), (what, g, w)
+    # As the fuzz programs used them: read back as a number (the factor of a next graph).
+    factor = lazy(torch.full((3, 4), -0.0)).sum().item()
+    assert factor == 0 and math.copysign(1.0, factor) == 1.0, factor
 
 
 @pytest.mark.parametrize("name", on_backends())

@@ -155,11 +155,11 @@ class IreeBackend(MlirBackend):
         return [BackendDevice(self.name, 0, self.config.device_uri)]
 
     def lowering_options(self) -> dict[str, Any]:
-        """bf16 emulated, integer extrema widened, float extrema NaN-checked, as the target asks
+        """bf16 emulated, integer extrema widened, float extrema NaN-checked, zero sums made +0.0, as the target asks
         (see ``config``)."""
         target = self.config.target
         return {"emulate_bf16": target.emulate_bf16, "int64_extrema": target.int64_extrema,
-                "nan_checked_extrema": target.nan_checked_extrema}
+                "nan_checked_extrema": target.nan_checked_extrema, "positive_zero_sums": target.positive_zero_sums}
 
     def unavailable_reason(self) -> str | None:
         """None if this backend can execute here, else what is missing."""
@@ -183,7 +183,8 @@ class IreeBackend(MlirBackend):
             self._target_identity = "|".join(
                 [self.config.cache_key(), f"driver={self.config.target.driver}", resolved,
                  f"bf16={self.config.target.emulate_bf16}", f"int64_extrema={self.config.target.int64_extrema}",
-                 f"nan_checked_extrema={self.config.target.nan_checked_extrema}"])
+                 f"nan_checked_extrema={self.config.target.nan_checked_extrema}",
+                 f"positive_zero_sums={self.config.target.positive_zero_sums}"])
         return self._target_identity
 
     def persistent_key(self) -> str:

@@ -140,12 +140,15 @@ class TargetSpec:
     #: Give floating min/max reductions an explicit NaN check (``lowering/nan_extrema.py``):
     #: on lavapipe IREE's SPIR-V reductions returned a number where the data held a NaN.
     nan_checked_extrema: bool = False
+    #: Make floating sums and means that are zero +0.0 (``lowering/positive_zero_sums.py``):
+    #: lavapipe shortcuts ``x + 0.0`` to ``x``, so a sum of -0.0 values stayed -0.0.
+    positive_zero_sums: bool = False
 
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
                  (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"))
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
-                    _CORRECTNESS, int64_extrema=True, nan_checked_extrema=True)
+                    _CORRECTNESS, int64_extrema=True, nan_checked_extrema=True, positive_zero_sums=True)
 CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 

@@ -82,7 +82,8 @@ w)`` gave 0 where ``w`` holds a NaN (fuzz seed 1402 p7), and an RNN's zero
 initial state is such an input, so on lavapipe those graphs run op by op too.
 ``x + 0.0``
 (gallivm returns ``x``: -0.0 where IEEE gives +0.0) is not refused: only a
-zero's sign, and common.
+zero's sign, and common. Where it decided a sum (of -0.0 values, which eager
+makes +0.0) the lowering makes the zero positive (``positive_zero_sums``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,57 @@
+"""Floating sums that are zero come out as +0.0, for targets that keep a -0.0.
+
+Eager PyTorch starts a floating sum at +0.0, so a sum that comes to zero is
++0.0 whatever the signs of the zeros added (``-0.0 + +0.0`` is ``+0.0`` under
+round-to-nearest), and a mean of it too. Mesa's lavapipe shortcuts ``x +
+0.0`` to ``x`` (its shader compiler folds an addition of a literal zero), so
+on Vulkan a sum or mean of -0.0 values came back -0.0: ``torch.mean(-0.0)``,
+``torch.where(x > 0, -0.0, 1).sum().item()`` as a factor (fuzz seed 2102
+programs 65, 342 and 543; a factor of -0.0 then flips the sign of every zero
+it multiplies). For a backend that asks for it
+(``LoweringContext(positive_zero_sums=True)``), each floating ``sum``/``mean``
+value ``v`` becomes ``where(v == 0, 0.0, v)``: a select of a literal, which
+lavapipe keeps.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Graph
+from torch.fx import Node as FxNode
+
+from lazy_core.ir import TensorMeta
+
+from .fx_meta import meta_tensor, set_meta
+from .fx_rewrite import calls_on_tensors
+
+__all__ = ["make_zero_sums_positive"]
+
+aten = torch.ops.aten
+
+_SUMS = (aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim)
+
+
+def make_zero_sums_positive(g: Graph) -> bool:
+    """Rewrite ``g`` in place (see the module docstring); True if it changed."""
+    changed = False
+    for node, _x, _val in calls_on_tensors(g, _SUMS):
+        out = node.meta.get("val")
+        if not isinstance(out, torch.Tensor) or not out.dtype.is_floating_point:
+            continue
+        shape, stride = tuple(out.shape), tuple(out.stride())
+        with g.inserting_after(node):
+            is_zero = _add(g, aten.eq.Scalar, (node, 0.0), TensorMeta(shape, torch.bool, stride), node)
+        with g.inserting_after(is_zero):
+            positive = _add(g, aten.where.ScalarSelf, (is_zero, 0.0, node), TensorMeta(shape, out.dtype, stride), node)
+        guard = (is_zero, positive)
+        node.replace_all_uses_with(positive, delete_user_cb=lambda user, guard=guard: user not in guard)
+        changed = True
+    return changed
+
+
+def _add(g: Graph, target: object, args: tuple, meta: TensorMeta, like: FxNode) -> FxNode:
+    n = g.call_function(target, args)
+    set_meta(n, meta_tensor(meta))
+    if "stack_trace" in like.meta:
+        n.meta["stack_trace"] = like.meta["stack_trace"]
+    return n
