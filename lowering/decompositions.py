@@ -613,7 +613,7 @@ def _inf_renorm(x: torch.Tensor, p: Any, dim: int, maxnorm: Any) -> torch.Tensor
     exceeds ``maxnorm`` is scaled by ``maxnorm / (norm + 1e-7)``; the norm (an amax/amin of
     ``abs``, in float32 for 16-bit floats) goes through ``_inf_norm`` like vector_norm's."""
     acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    dims = [d for d in range(x.dim()) if d != dim % max(x.dim(), 1)]
+    dims = [d for d in range(x.dim()) if d != dim % x.dim()]  # eager's checks ran: x.dim() >= 2
     norm = _inf_norm(x, p, dims, True, dtype=acc)
     factor = torch.where(norm > maxnorm, maxnorm / (norm + 1e-7), torch.ones_like(norm))
     return x * factor.to(x.dtype)

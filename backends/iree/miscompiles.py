@@ -204,6 +204,8 @@ def _constant_dispatch(line: str) -> str | None:
     """The result name of a dispatch in ``line`` that reads no tensor, or None."""
     m = _SCALAR_DISPATCH.match(line)
     return m["name"] if m is not None and "tensor<" not in m["types"] else None
+
+
 _RESHAPE = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*flow\.tensor\.reshape\s+(?P<source>%[\w.$-]+)")
 _UPDATE = re.compile(r"flow\.tensor\.update\s+%[\w.$-]+\s*,\s*(?P<target>%[\w.$-]+)\[")
 
