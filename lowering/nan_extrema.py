@@ -23,10 +23,7 @@ import torch
 from torch.fx import Graph
 from torch.fx import Node as FxNode
 
-from lazy_core.ir import TensorMeta
-
-from .fx_meta import meta_tensor, set_meta
-from .fx_rewrite import calls_on_tensors, reroute_uses
+from .fx_rewrite import call_like, calls_on_tensors, reroute_uses
 
 __all__ = ["check_nan_extrema"]
 
@@ -54,31 +51,23 @@ def _reduced_dims(node: FxNode, ndim: int) -> tuple[list[int], bool]:
     return dims, bool(keepdim)
 
 
-def _add(g: Graph, target: object, args: tuple, val: torch.Tensor, like: FxNode) -> FxNode:
-    n = g.call_function(target, args)
-    set_meta(n, meta_tensor(TensorMeta(tuple(val.shape), val.dtype, tuple(val.stride()))))
-    if "stack_trace" in like.meta:
-        n.meta["stack_trace"] = like.meta["stack_trace"]
-    return n
-
-
 def _nan_any(g: Graph, x: FxNode, dims: list[int], keepdim: bool, like: FxNode) -> FxNode:
     """``isnan(x).any(dims, keepdim)``, one ``any.dim`` per dim (highest first)."""
     val = x.meta["val"]
-    cur = _add(g, aten.isnan.default, (x,), torch.empty(val.shape, dtype=torch.bool, device="meta"), like)
+    cur = call_like(g, aten.isnan.default, (x,), torch.empty(val.shape, dtype=torch.bool, device="meta"), like)
     shape = list(val.shape)
     for d in sorted(dims, reverse=True):
         if keepdim:
             shape[d] = 1
         else:
             del shape[d]
-        cur = _add(g, aten.any.dim, (cur, d, keepdim), torch.empty(shape, dtype=torch.bool, device="meta"), like)
+        cur = call_like(g, aten.any.dim, (cur, d, keepdim), torch.empty(shape, dtype=torch.bool, device="meta"), like)
     return cur
 
 
 def _guard(g: Graph, value: FxNode, nan_any: FxNode) -> None:
     """Every use of ``value`` reads ``where(nan_any, nan, value)``."""
-    reroute_uses(g, value, lambda v: _add(g, aten.where.ScalarSelf, (nan_any, float("nan"), v), v.meta["val"], v))
+    reroute_uses(g, value, lambda v: call_like(g, aten.where.ScalarSelf, (nan_any, float("nan"), v), v.meta["val"], v))
 
 
 def check_nan_extrema(g: Graph) -> bool:

@@ -17,12 +17,8 @@ from __future__ import annotations
 
 import torch
 from torch.fx import Graph
-from torch.fx import Node as FxNode
 
-from lazy_core.ir import TensorMeta
-
-from .fx_meta import meta_tensor, set_meta
-from .fx_rewrite import calls_on_tensors
+from .fx_rewrite import call_like, calls_on_tensors
 
 __all__ = ["make_zero_sums_positive"]
 
@@ -38,20 +34,11 @@ def make_zero_sums_positive(g: Graph) -> bool:
         out = node.meta.get("val")
         if not isinstance(out, torch.Tensor) or not out.dtype.is_floating_point:
             continue
-        shape, stride = tuple(out.shape), tuple(out.stride())
         with g.inserting_after(node):
-            is_zero = _add(g, aten.eq.Scalar, (node, 0.0), TensorMeta(shape, torch.bool, stride), node)
+            is_zero = call_like(g, aten.eq.Scalar, (node, 0.0), out.to(torch.bool), node)
         with g.inserting_after(is_zero):
-            positive = _add(g, aten.where.ScalarSelf, (is_zero, 0.0, node), TensorMeta(shape, out.dtype, stride), node)
+            positive = call_like(g, aten.where.ScalarSelf, (is_zero, 0.0, node), out, node)
         guard = (is_zero, positive)
         node.replace_all_uses_with(positive, delete_user_cb=lambda user, guard=guard: user not in guard)
         changed = True
     return changed
-
-
-def _add(g: Graph, target: object, args: tuple, meta: TensorMeta, like: FxNode) -> FxNode:
-    n = g.call_function(target, args)
-    set_meta(n, meta_tensor(meta))
-    if "stack_trace" in like.meta:
-        n.meta["stack_trace"] = like.meta["stack_trace"]
-    return n
