@@ -32,6 +32,14 @@ Tensor forms compares them *unsigned* when ``self`` is the bool
 (``bools >= ints`` read -1 as 2^64 - 1: ``False >= -1`` was False on every
 compiled backend, fuzz seed 1204 p1487). The bool operand is converted to
 the compare dtype first (``torch.result_type``, as eager promotes).
+
+``aten.eq.Tensor`` folds to all-true when both operands are one SSA value
+(``AtenEqTensorOp::fold``, 20261001), NaN included. The operands can become
+one value only inside torch-mlir, after its canonicalizer folded what made
+them differ: ``torch.where(x > 0, x, x) == x`` was True at a NaN on every
+backend (fuzz seed 2200 p1169), ``isclose`` too. So every floating
+``a == b`` is emitted as ``not (a != b)``; ``ne.Tensor`` has no such folder,
+and its unordered compare is true at a NaN.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from torch.fx import Graph, Node
 from lazy_core.ir import TensorMeta
 
 from .fx_meta import meta_tensor, set_meta
+from .fx_rewrite import call_like
 
 aten = torch.ops.aten
 
@@ -129,5 +138,29 @@ def rewrite_number_comparisons(g: Graph) -> int:
             const = _new(g, node, aten.scalar_tensor.default, (value,), {"dtype": dtype}, TensorMeta((), dtype, ()))
             node.target = SCALAR_COMPARISONS[node.target]
             node.args = (tensor, const)
+        changed += 1
+    return changed
+
+
+def _floating(x: Any) -> bool:
+    dtype = _tensor_dtype(x)
+    return dtype is not None and dtype.is_floating_point
+
+
+def rewrite_float_equalities(g: Graph) -> int:
+    """Emit each floating ``eq.Tensor`` of ``g`` as ``logical_not(ne.Tensor)`` (see the module
+    docstring); returns how many changed."""
+    changed = 0
+    for node in list(g.nodes):
+        if node.op != "call_function" or node.target is not aten.eq.Tensor or len(node.args) != 2:
+            continue
+        if not any(_floating(a) for a in node.args):
+            continue
+        out = node.meta["val"]
+        with g.inserting_before(node):
+            ne = call_like(g, aten.ne.Tensor, node.args, out, node)
+            eq = call_like(g, aten.logical_not.default, (ne,), out, node)
+        node.replace_all_uses_with(eq)
+        g.erase_node(node)
         changed += 1
     return changed

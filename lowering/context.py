@@ -29,7 +29,7 @@ from lazy_core.graph import LazyGraph
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from . import bf16, half_accumulation
-from .comparisons import SCALAR_COMPARISONS, rewrite_number_comparisons
+from .comparisons import SCALAR_COMPARISONS, rewrite_float_equalities, rewrite_number_comparisons
 from .computation import ArgInfo, Computation, ResultInfo
 from .decompositions import DECOMPOSED_OPS, MAX_POOL_DECOMPOSED, TENSOR_FORMS, canonical_args
 from .decompositions import inline as inline_decomposition
@@ -232,6 +232,7 @@ class LoweringContext:
             outs.append(value)
         g.output(tuple(outs))
         rewrite_number_comparisons(g)  # every one, those of decompositions too
+        rewrite_float_equalities(g)
         widen_small_ints(g)
         if self.int64_extrema:
             widen_int_extrema(g)

@@ -56,10 +56,6 @@ NAN_DECOMPOSED_OPS = (
     # has no lowering for ``sort.stable`` (every such graph failed).
     aten.sort.stable,
     aten.topk.default,
-    # ``x == x`` (one value compared with itself): torch-mlir folds it to
-    # true, also for NaN (upstream folder); ``isfinite`` is ``x == x & ...``
-    # in PyTorch's decomposition. Only that form is decomposed (_ONLY_WHEN).
-    aten.eq.Tensor,
 )
 
 _ZERO_DIM_REDUCTIONS = (
@@ -1224,7 +1220,6 @@ _NESTED: dict[Any, Callable] = {}
 _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.index_put.default: _mask_indexed,
     aten._index_put_impl.default: _mask_indexed,
-    aten.eq.Tensor: lambda node: _same_value(node.args[0], node.args[1]),
     aten.fmod.Tensor: _floor_division_operands,
     aten.fmod.Scalar: _integer_or_floating_result,
     aten.floor_divide.default: _floor_division,
@@ -1568,14 +1563,4 @@ def _nan_table() -> dict[Any, Callable]:
         aten.sort.default: _sort,
         aten.sort.stable: _sort_stable,
         aten.topk.default: _topk,
-        aten.eq.Tensor: _eq_self,
     }
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    return isinstance(a, Output) and isinstance(b, Output) and a.node is b.node and a.index == b.index
-
-
-def _eq_self(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``x == x`` as ``not (x != x)``: false exactly where ``x`` is NaN."""
-    return torch.logical_not(torch.ne(a, b))

@@ -280,6 +280,25 @@ def test_comparisons_inside_decompositions_fold_correctly(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", on_backends())
+def test_an_equality_whose_operands_fold_to_one_value_is_false_at_nan(name: str) -> None:
+    """Fuzz seed 2200 p1169: ``torch.eq(torch.where(v0 > 0, v0, v0), v0)`` was True at a NaN of
+    ``v0`` on every compiled backend (eager False), and ``isclose`` the same. Root cause upstream:
+    torch-mlir's canonicalizer folds ``where(c, x, x)`` to ``x`` and then ``AtenEqTensorOp::fold``
+    folds ``x == x`` to true, NaN or not. Fixed in lowering/comparisons.py
+    (``rewrite_float_equalities``: every floating ``a == b`` is emitted as ``not (a != b)``)."""
+    use_backend(name)
+    x = torch.tensor([1.0, float("nan"), -2.0, float("inf"), -0.0])
+    programs = {
+        "eq": lambda v: torch.eq(torch.where(v > 0, v, v), v),
+        "isclose": lambda v: torch.isclose(torch.where(v > 0, v, v), v),
+        "eq_of_a_clone": lambda v: v.clone() == v,
+        "eq_of_itself": lambda v: v == v,
+    }
+    for what, program in programs.items():
+        assert torch.equal(program(lazy(x)).cpu(), program(x)), what
+
+
+@pytest.mark.parametrize("name", on_backends())
 def test_comparisons_of_constant_tensors_with_numbers(name: str) -> None:
     """``torch.ones(3) > 0`` gave all False on both IREE backends, and so did a bool mask ``> 0``
     (fuzz seed 777: ``v.masked_fill(v > 0, -1.5)`` left ``v`` unchanged). Root cause upstream:
