@@ -57,8 +57,13 @@ came back swapped (fuzz seed 1101) or the write showed in the other result
 ``v2`` False; seed 1700 p317, ``v0 = full(True); v4 = fmax(v0, v0);
 v4[::2].logical_not_()`` changed ``v0``, whose fill reads its value from a
 lifted scalar). Such a graph is refused (``writes_into_a_shared_constant``);
-a write into a constant nothing else uses is right and compiles. The same
-write into a dispatch that reads a tensor keeps its copy; the order of that
+a write into a constant nothing else uses is right and compiles. Splats
+count too, each class of them as one constant: IREE's stream phase merges
+``flow.tensor.splat``s of one number into as many elements (CSE), so a
+write into one splat lands in another one's result (fuzz seed 0 p245:
+``v1 = full((2, 3), 0); v3 = where(m, v1, v1); v1.diagonal().logical_not_()``
+with a ``fmin`` and a ``prod`` of ``v1`` after it gave ``v3`` the new
+diagonal). The same write into a dispatch that reads a tensor keeps its copy; the order of that
 copy against the write is config.py's ``--iree-stream-partitioning-favor=debug``.
 
 A floating multiplication or division with a constant zero on a SPIR-V
@@ -219,11 +224,34 @@ def writes_into_a_shared_constant(flow_ir: str) -> list[str]:
     return found
 
 
+#: ``%4 = flow.tensor.splat %3 : tensor<2x3xi64>``: a tensor of one number.
+_SPLAT = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*flow\.tensor\.splat\s+(?P<value>%[\w.$-]+)\s*:\s*"
+                    r"tensor<(?P<type>[^>]*)>")
+
+
+def _splat_class(line: str) -> tuple[str, str] | None:
+    """(result name, the splats it is merged with) for a ``flow.tensor.splat`` line, or None.
+    Splats of one number into as many elements of one type are one buffer in the stream phase
+    (CSE), whatever their shapes."""
+    m = _SPLAT.match(line)
+    if m is None:
+        return None
+    *dims, element = m["type"].split("x")
+    count = 1
+    for d in dims:
+        if not d.isdigit():
+            return m["name"], f"splat {m['value']} {m['type']} {m['name']}"  # dynamic: its own class
+        count *= int(d)
+    return m["name"], f"splat {m['value']} {count} {element}"
+
+
 def _shared_constant_writes(lines: list[str]) -> list[str]:
     root: dict[str, str] = {}
     for line in lines:
         if (name := _constant_dispatch(line)) is not None:
             root[name] = name
+        elif (splat := _splat_class(line)) is not None:
+            root[splat[0]] = splat[1]
         elif (m := _RESHAPE.match(line)) is not None and m["source"].split("#")[0] in root:
             root[m["name"]] = root[m["source"].split("#")[0]]
     if not root:
@@ -233,7 +261,7 @@ def _shared_constant_writes(lines: list[str]) -> list[str]:
     for line in lines:
         d = _DEF.match(line)
         rhs = d["rhs"] if d is not None else line
-        if _RESHAPE.match(line) is not None or _constant_dispatch(line) is not None:
+        if _RESHAPE.match(line) is not None or _constant_dispatch(line) is not None or _SPLAT.match(line):
             continue  # an alias or the constant itself, not a use
         used = {root[v] for v in _VALUE.findall(rhs) if v in root}
         for r in used:
