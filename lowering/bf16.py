@@ -124,17 +124,9 @@ def _like(meta: TensorMeta, dtype: torch.dtype) -> TensorMeta:
 
 
 def bitcast(emit: Emit, x: Any, meta: TensorMeta, dtype: torch.dtype) -> Any:
-    """``x`` (shaped ``meta``) reinterpreted as ``dtype`` of the same width.
-
-    A 0-d tensor goes through shape [1]: IREE 3.13's ``torch-iree-bitcast-tensor``
-    crashes (signal 11) on a rank-0 ``aten.view.dtype``.
-    """
-    if meta.shape:
-        return emit(aten.view.dtype, (x, dtype), {}, _like(meta, dtype))
-    one = TensorMeta((1,), meta.dtype, (1,))
-    x = emit(aten.view.default, (x, [1]), {}, one)
-    x = emit(aten.view.dtype, (x, dtype), {}, _like(one, dtype))
-    return emit(aten.view.default, (x, []), {}, _like(meta, dtype))
+    """``x`` (shaped ``meta``) reinterpreted as ``dtype`` of the same width (a 0-d one goes
+    through shape [1] later: ``tensor_bitcasts.route_zero_dim_bitcasts``)."""
+    return emit(aten.view.dtype, (x, dtype), {}, _like(meta, dtype))
 
 
 def round_value(emit: Emit, x: Any, meta: TensorMeta, mode: str) -> Any:

@@ -41,6 +41,7 @@ from .int_extrema import widen_int_extrema
 from .nan_extrema import check_nan_extrema
 from .positive_zero_sums import make_zero_sums_positive
 from .small_ints import widen_small_ints
+from .tensor_bitcasts import route_zero_dim_bitcasts
 
 _tls = threading.local()
 
@@ -233,6 +234,7 @@ class LoweringContext:
         g.output(tuple(outs))
         rewrite_number_comparisons(g)  # every one, those of decompositions too
         rewrite_float_equalities(g)
+        route_zero_dim_bitcasts(g)
         widen_small_ints(g)
         if self.int64_extrema:
             widen_int_extrema(g)

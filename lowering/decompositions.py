@@ -68,6 +68,21 @@ _ZERO_DIM_REDUCTIONS = (
 _NORMS = (aten.norm.Scalar, aten.norm.ScalarOpt_dim, aten.norm.ScalarOpt_dtype, aten.norm.ScalarOpt_dim_dtype)
 
 DECOMPOSED_OPS = (
+    # Nearest upsampling: torch-mlir 20261001 lowers ``upsample_nearest2d`` with
+    # an integer scale (the ratio rounded up), so a non-integer one picked the
+    # wrong source pixels (``interpolate(x, size=(7, 4))`` of 3 rows, scale
+    # factors 1.7, 0.5: wrong values on every backend); the 1d and 3d forms
+    # and bilinear/linear failed to compile. PyTorch's decompositions index
+    # with ``floor(dst * scale)`` as eager does.
+    aten.upsample_nearest1d.default, aten.upsample_nearest1d.vec,
+    aten.upsample_nearest2d.default, aten.upsample_nearest2d.vec,
+    aten.upsample_nearest3d.default, aten.upsample_nearest3d.vec,
+    aten.upsample_bilinear2d.default, aten.upsample_bilinear2d.vec,
+    aten.upsample_linear1d.default,
+    # Their backwards have torch-mlir's integer scale too; PyTorch has no
+    # decomposition of them (_ONLY_WHEN: a ratio that is not an integer).
+    aten.upsample_nearest1d_backward.default, aten.upsample_nearest2d_backward.default,
+    aten.upsample_nearest3d_backward.default,
     aten.native_layer_norm_backward.default,
     aten.embedding_dense_backward.default,
     aten.native_batch_norm_backward.default,
@@ -240,8 +255,11 @@ DECOMPOSED_OPS = (
     aten.isin.Tensor_Scalar,
     # ``signbit`` of a bool (or uint8) is always False; IREE folded
     # ``signbit(ones(4, dtype=bool))`` to True (the i1 constant read as signed
-    # -1; fuzz seed 22). _ONLY_WHEN: an unsigned input.
+    # -1; fuzz seed 22). A float's is read from its bits here, not by
+    # torch-mlir's decomposition: the ``view.dtype`` of a 0-d tensor must go
+    # through shape [1] for IREE (tensor_bitcasts.route_zero_dim_bitcasts).
     aten.signbit.default,
+    aten.copysign.Tensor,
     # IREE folds ``sign``/``sgn`` of a constant splat to -1 (``torch.ones(3).sign()``
     # gave -1; fuzz seed 21): decomposed to comparisons (_ONLY_WHEN: not bool).
     aten.sign.default,
@@ -556,13 +574,57 @@ def _xlogy_scalar_self(a: Any, b: torch.Tensor) -> torch.Tensor:
     return _xlogy(a.to(dtype), b.to(dtype))
 
 
-def _unsigned_input(node: Node) -> bool:
-    x = node.args[0]
-    return isinstance(x, Output) and x.meta is not None and x.meta.dtype in (torch.bool, torch.uint8)
+_NEAREST_BACKWARDS = (aten.upsample_nearest1d_backward.default, aten.upsample_nearest2d_backward.default,
+                      aten.upsample_nearest3d_backward.default)
 
 
-def _no_sign_bit(x: torch.Tensor) -> torch.Tensor:
-    return torch.zeros_like(x, dtype=torch.bool)
+def _nearest_scale(isize: int, osize: int, scale: float | None) -> float:
+    """The source step of nearest upsampling, as eager computes it (``compute_scales_value``)."""
+    return 1.0 / scale if scale is not None and scale > 0 else isize / osize
+
+
+def _non_integer_upsampling(node: Node) -> bool:
+    output_size, input_size, *scales = node.args[1:]
+    for d, (osize, isize) in enumerate(zip(output_size, list(input_size)[2:], strict=True)):
+        scale = scales[d] if d < len(scales) else None
+        if osize % isize or _nearest_scale(isize, osize, scale) != isize / osize:
+            return True
+    return False
+
+
+def _upsample_nearest_backward(grad: torch.Tensor, output_size: list[int], input_size: list[int],
+                               *scales: float | None) -> torch.Tensor:
+    """Each input pixel's gradient: the sum of the output gradients whose source it was
+    (``floor(dst * step)``, eager's index), one spatial dim at a time as a one-hot product."""
+    spatial = len(output_size)
+    for d, (osize, isize) in enumerate(zip(output_size, input_size[2:], strict=True)):
+        step = _nearest_scale(isize, osize, scales[d] if d < len(scales) else None)
+        source = (torch.arange(osize, dtype=torch.float32, device=grad.device) * step).to(torch.int64)
+        source = source.clamp(max=isize - 1)
+        onehot = (source.unsqueeze(1) == torch.arange(isize, device=grad.device)).to(grad.dtype)
+        dim = grad.dim() - spatial + d
+        grad = torch.movedim(torch.movedim(grad, dim, -1) @ onehot, -1, dim)
+    return grad
+
+
+#: A float dtype's integer dtype of the same width (``view`` reads its bits).
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
+
+
+def _sign_bit(x: torch.Tensor) -> torch.Tensor:
+    if x.dtype in _BITS:
+        return x.view(_BITS[x.dtype]) < 0  # the sign of -0.0 and of a NaN too
+    if x.dtype in (torch.bool, torch.uint8):
+        return torch.zeros_like(x, dtype=torch.bool)
+    return x < 0
+
+
+def _copysign(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    dtype = torch.result_type(a, b)
+    dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()
+    magnitude = torch.abs(a.to(dtype))
+    return torch.where(_sign_bit(b.to(dtype)), -magnitude, magnitude)
 
 
 def _not_bool_input(node: Node) -> bool:
@@ -1162,7 +1224,10 @@ def _table() -> dict[Any, Callable]:
     table[aten.div.Scalar] = table[aten.div.Tensor] = _div_by_zero
     table[aten.isin.Tensor_Tensor] = table[aten.isin.Tensor_Scalar] = _isin
     table[aten.diagonal_scatter.default] = _diagonal_scatter
-    table[aten.signbit.default] = _no_sign_bit
+    table[aten.signbit.default] = _sign_bit
+    for op in _NEAREST_BACKWARDS:
+        table[op] = _upsample_nearest_backward
+    table[aten.copysign.Tensor] = _copysign
     for op in _ZERO_DIM_REDUCTIONS:
         table[op] = _on_one_element(op)
     table[aten.cumsum.default] = _cumsum
@@ -1218,6 +1283,7 @@ _NESTED: dict[Any, Callable] = {}
 
 #: Ops decomposed only in some forms; the others lower as they are.
 _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
+    **dict.fromkeys(_NEAREST_BACKWARDS, _non_integer_upsampling),
     aten.index_put.default: _mask_indexed,
     aten._index_put_impl.default: _mask_indexed,
     aten.fmod.Tensor: _floor_division_operands,
@@ -1240,7 +1306,6 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._log_softmax.default: _zero_dim_input,
     aten._softmax_backward_data.default: _zero_dim_input,
     aten._log_softmax_backward_data.default: _zero_dim_input,
-    aten.signbit.default: _unsigned_input,
     **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
     aten.cumsum.default: _floating_cumsum,
     aten.trunc.default: _floating_input,

@@ -27,6 +27,7 @@ from lazy_core import metrics
 
 from .computation import Computation
 from .errors import LoweringError, repro_dir
+from .tensor_bitcasts import bitcasts_as_tensor_ops
 
 # torch-function-to-torch-backend-pipeline, not torchdynamo-export-...: its
 # backend-contract loop refines shapes after decomposing, which ops like
@@ -93,6 +94,8 @@ def _run(module: Any, pipeline: str, form: str) -> None:
     """Run ``pipeline`` on ``module`` in place (raises MLIRError)."""
     from torch_mlir.passmanager import PassManager
 
+    if pipeline == _BACKEND_PIPELINES["linalg-on-tensors"]:
+        bitcasts_as_tensor_ops(module, pipeline)  # torch-mlir has no linalg lowering of view.dtype
     with module.context:
         pm = PassManager.parse(pipeline)
         with metrics.timed(f"pipeline:{form}"):

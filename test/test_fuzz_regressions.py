@@ -1703,3 +1703,31 @@ def test_fuzz_seed_1700_in_place_writes_stay_in_their_value(name, program, refus
         assert g.dtype == w.dtype and torch.equal(g, w), (i, g, w)
     refusals = lazy_core.metrics.counter("iree_refused_shared_constant")
     assert (refusals > 0) == (name.startswith("iree") and refused), lazy_core.metrics.counters()
+
+
+def _seed_0_p245(d):
+    v1 = torch.full((2, 3), 0, device=d)
+    v2 = torch.ones((2, 3), dtype=torch.bool, device=d)
+    v3 = torch.where(v2, v1, v1)
+    v5 = 3 + v1
+    v1.diagonal().logical_not_()
+    v9 = torch.fmin(v1, v5)
+    v13 = v1.prod(-1)
+    return [v3, v1, v5, v9, v13]
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seed_0_an_in_place_write_into_a_splat_stays_in_its_value(name, monkeypatch):
+    """Fuzz seed 0 p245 (iree-cpu): ``v3 = where(m, v1, v1)`` of a filled ``v1``, then a write into
+    ``v1``'s diagonal, gave ``v3`` the new diagonal. In IREE's flow IR ``v3`` and the value written
+    in place are two ``flow.tensor.splat``s of one number; the stream phase merges them (CSE) and
+    the write lands in ``v3``'s buffer. ``writes_into_a_shared_constant`` counts splats as
+    constants now, one per number and size: the graph is refused and runs op by op."""
+    if name.startswith("iree"):  # the refusal is a compile error, which strict mode would raise
+        monkeypatch.delenv("LAZY_STRICT", raising=False)
+    use_backend(name)
+    got = [t.cpu() for t in _seed_0_p245("lazy")]
+    for i, (g, w) in enumerate(zip(got, _seed_0_p245("cpu"))):
+        assert g.dtype == w.dtype and torch.equal(g, w), (i, g, w)
+    refusals = lazy_core.metrics.counter("iree_refused_shared_constant")
+    assert (refusals > 0) == name.startswith("iree"), lazy_core.metrics.counters()

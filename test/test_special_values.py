@@ -79,3 +79,32 @@ def test_max_pool_indices_of_windows_holding_nan(name: str) -> None:
         (v, i), (lv, li) = fn(x), fn(x.to("lazy"))
         assert torch.equal(li.cpu(), i), (li.cpu(), i)
         _same(lv.cpu(), v)
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_sign_bits_and_bit_reinterpretations_compile(name: str) -> None:
+    """``signbit``, ``copysign`` and ``x.view(torch.int32)`` read the bits of a float; the sign of a
+    NaN and of -0.0 only that way. On reference every such graph failed to compile and ran eagerly
+    (torch-mlir has no linalg lowering of ``aten.view.dtype``, which PyTorch's decompositions of
+    ``signbit`` and ``copysign`` emit). Fixed in lowering/tensor_bitcasts.py. Strict: a graph
+    that does not compile fails the test."""
+    use_backend(name)
+    negative_nan = -torch.tensor(NAN)  # the sign bit set
+    x = torch.cat([VALUES, negative_nan.view(1)])
+    y = torch.linspace(-6.0, 5.0, x.numel())
+    ints = torch.tensor([0, -1, 0x3F800000, -0x80000000, 0x7FC00000], dtype=torch.int32)
+    programs: dict[str, Callable[..., torch.Tensor]] = {
+        "signbit": lambda x, y, ints: torch.signbit(x),
+        "copysign": lambda x, y, ints: torch.copysign(y, x),
+        "float_as_int": lambda x, y, ints: x.view(torch.int32) + 1,
+        "int_as_float": lambda x, y, ints: ints.view(torch.float32) * 2.0,
+        "half_as_int16": lambda x, y, ints: x.half().view(torch.int16),
+        "zero_dim": lambda x, y, ints: torch.copysign(y[0], x[1]),
+    }
+    if name != "iree-vulkan":  # no float64 on lavapipe's IREE target
+        programs["double_as_int64"] = lambda x, y, ints: x.double().view(torch.int64)
+    for what, program in programs.items():
+        want = program(x, y, ints)
+        got = program(x.to("lazy"), y.to("lazy"), ints.to("lazy")).cpu()
+        assert got.dtype == want.dtype and torch.equal(got.view(-1).view(torch.uint8), want.view(-1).view(torch.uint8)), \
+            f"{what}: lazy {got} eager {want}"

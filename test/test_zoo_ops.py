@@ -10,12 +10,13 @@ eager PyTorch on the CPU; a failed compile warns, which fails the test.
 from __future__ import annotations
 
 import gc
+import math
 import os
 import warnings
 
 import pytest
 import torch
-from conftest import use_backend
+from conftest import requested_backends, use_backend
 
 import lazy_core
 from lazy_core import metrics
@@ -241,3 +242,44 @@ def test_isin_is_recorded_and_matches_eager(compiling: str) -> None:
     assert not _fallbacks(), _fallbacks()
     with pytest.raises(RuntimeError, match="Unsupported input type encountered for isin"):
         torch.isin(torch.tensor([True]).to("lazy"), torch.tensor([True]).to("lazy"))
+
+
+#: F.interpolate forms: (mode, keyword arguments, input spatial shape).
+_UPSAMPLES = {
+    "nearest_scale_2": ("nearest", {"scale_factor": 2}, (3, 5)),
+    "nearest_fractional_scales": ("nearest", {"scale_factor": (1.7, 2.3)}, (3, 5)),
+    "nearest_downscale": ("nearest", {"scale_factor": 0.5}, (3, 5)),
+    "nearest_size": ("nearest", {"size": (7, 4)}, (3, 5)),
+    "nearest_recomputed_scale": ("nearest", {"scale_factor": 1.7, "recompute_scale_factor": True}, (3, 5)),
+    "nearest_1d": ("nearest", {"scale_factor": 1.7}, (5,)),
+    "nearest_3d": ("nearest", {"size": (3, 5, 7)}, (2, 3, 4)),
+    "nearest_exact": ("nearest-exact", {"size": (7, 4)}, (3, 5)),
+    "bilinear": ("bilinear", {"size": (7, 4), "align_corners": False}, (3, 5)),
+    "bilinear_aligned": ("bilinear", {"scale_factor": 2.5, "align_corners": True}, (3, 5)),
+    "linear_1d": ("linear", {"size": 8, "align_corners": False}, (5,)),
+}
+
+
+@pytest.mark.parametrize("name", requested_backends())
+@pytest.mark.parametrize("case", sorted(_UPSAMPLES))
+def test_upsampling_forward_and_backward_match_eager(name: str, case: str) -> None:
+    """U-Nets, GANs and detection necks upsample with ``F.interpolate``. torch-mlir 20261001
+    lowers nearest upsampling (forward and backward) with the scale rounded up to an integer:
+    ``size=(7, 4)`` from 3 rows or a scale factor of 1.7 or 0.5 picked the wrong source pixels
+    on every backend, and the 1d and 3d forms, bilinear and linear failed to compile. Fixed by
+    decompositions (lowering/decompositions.py: PyTorch's for the forwards, one of ours for the
+    nearest backwards). Strict: a graph that does not compile fails."""
+    use_backend(name)
+    mode, kwargs, spatial = _UPSAMPLES[case]
+    x = torch.arange(2 * math.prod(spatial), dtype=torch.float32).view(1, 2, *spatial) / 7
+    results = []
+    for device in ("cpu", "lazy"):
+        leaf = x.to(device).detach().requires_grad_()
+        out = torch.nn.functional.interpolate(leaf, mode=mode, **kwargs)
+        weight = torch.arange(out.numel(), dtype=torch.float32).view(out.shape).to(device)
+        (out * weight).sum().backward()
+        results.append((out.detach().cpu(), leaf.grad.cpu()))
+    (want, want_grad), (got, got_grad) = results
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_grad, want_grad)
