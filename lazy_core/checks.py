@@ -565,11 +565,34 @@ def on_read(executor: Any, tensors: list[Any], reason: str) -> list[torch.Tensor
     _state.reading = True
     try:
         hosts = executor._to_host_many(list(tensors) + extra, reason)
+    except BaseException:
+        forget_unexecuted_checks()
+        raise
     finally:
         _state.reading = False
     if extra:
         _check_code(int(hosts[-1]), tensors)
     return hosts[: len(tensors)]
+
+
+def forget_unexecuted_checks() -> None:
+    """Back to the accumulator's last executed value, after an execution that raised.
+
+    Its pending checks belong to ops of a graph that did not run. The accumulator is always
+    live, so kept they joined every later read and failed it again: with ``LAZY_STRICT=1``
+    one graph that failed to compile (an in-place sort refused on iree-cpu) failed every
+    read after it, of any tensor. Ops still pending get their checks again only if recorded
+    again; an op whose graph did not run has no data to check.
+    """
+    acc = _state.acc
+    if acc is None:
+        return
+    storage = acc._lz_storage
+    value = storage.value
+    while not value.node.is_leaf():
+        value = value.node.operands[0]  # ``_fold``'s masked_fill(acc, hit, site): the acc before it
+    storage.value, storage.previous = value, None
+    _state.memo, _state.memo_segment = {}, None
 
 
 def verify() -> None:
@@ -680,6 +703,7 @@ def install() -> None:
     from .executor import executor
 
     executor().read_hook = on_read
+    executor().failed_step_hooks.append(forget_unexecuted_checks)
     executor().backend_change_hooks.append(_settle)
 
 
