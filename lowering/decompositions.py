@@ -1037,12 +1037,21 @@ def _reciprocal(x: torch.Tensor) -> torch.Tensor:
     return torch.ones_like(x) / x
 
 
+def _in_float32(x: torch.Tensor, y: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both operands of a 16-bit ``dtype`` operation as eager's kernels take them: each rounded
+    to ``dtype`` first (a number, or a runtime number's float64 stand-in, too), then float32."""
+    y = y if isinstance(y, torch.Tensor) else torch.scalar_tensor(y, dtype=torch.float64)
+    return x.to(dtype).float(), y.to(dtype).float()
+
+
 def _fmod_float(x: torch.Tensor, y: Any) -> torch.Tensor:
     """``fmod(x, y)`` for a floating result: ``remainder`` of the magnitudes
     (operands of one sign, so no Python-style adjustment: the exact ``remf``),
     given the sign of ``x``, a zero included (``x * 0.0`` is a zero of that sign
     for every finite x; an infinite x gives NaN through ``remainder``)."""
     dtype = _result_dtype(x, y)
+    if dtype in _HALF_FLOATS:  # in float32, as eager: exact, and IREE has no 16-bit remf to link
+        return _fmod_float(*_in_float32(x, y, dtype)).to(dtype)
     x = x.to(dtype)
     if isinstance(y, torch.Tensor):
         r = aten.remainder.Tensor(aten.abs(x), aten.abs(y.to(dtype)))
@@ -1088,7 +1097,7 @@ def _divides_by_literal_zero(node: Node) -> bool:
 def _integer_or_floating_result(node: Node) -> bool:
     meta = node.metas[0] if node.metas else None
     return meta is not None and meta.dtype != torch.bool and not meta.dtype.is_complex \
-        and (meta.dtype in (torch.float32, torch.float64) or not meta.dtype.is_floating_point)
+        and (meta.dtype in (torch.float32, torch.float64, *_HALF_FLOATS) or not meta.dtype.is_floating_point)
 
 
 def _floor_divide_float(x: torch.Tensor, y: Any) -> torch.Tensor:
@@ -1098,6 +1107,8 @@ def _floor_divide_float(x: torch.Tensor, y: Any) -> torch.Tensor:
     a zero quotient keeps the sign of ``x / y``, and ``y == 0`` gives ``x / y``."""
     dtype = x.dtype if isinstance(y, torch.Tensor) and y.dim() == 0 and x.dtype.is_floating_point \
         else _result_dtype(x, y)
+    if dtype in _HALF_FLOATS:  # eager computes in float32 (its opmath type) and rounds once
+        return _floor_divide_float(*_in_float32(x, y, dtype)).to(dtype)
     x = x.to(dtype)
     y = y.to(dtype) if isinstance(y, torch.Tensor) else torch.scalar_tensor(y, dtype=dtype)
     mod = _fmod_float(x, y)
@@ -1121,9 +1132,15 @@ def _floor_division(node: Node) -> bool:
     return mode == "floor" and _floor_division_operands(node)
 
 
+_HALF_FLOATS = (torch.float16, torch.bfloat16)
+
+
 def _floor_division_operands(node: Node) -> bool:
-    """A float32 or float64 result (a runtime scalar's 0-d stand-in is cast to it, see inline)."""
-    return bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype in (torch.float32, torch.float64)
+    """A floating result (a runtime scalar's 0-d stand-in is cast to it, see inline). 16-bit
+    ones too: ``f16 // -inf`` gave -0.0 for 0.25 (eager -1.0; fuzz seed 2311 p293) and
+    IREE could not link a 16-bit fmod."""
+    return bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype in (
+        torch.float32, torch.float64, *_HALF_FLOATS)
 
 
 #: Elements of ``isin``'s comparison table above which it runs eagerly

@@ -58,13 +58,15 @@ came back swapped (fuzz seed 1101) or the write showed in the other result
 v4[::2].logical_not_()`` changed ``v0``, whose fill reads its value from a
 lifted scalar). Such a graph is refused (``writes_into_a_shared_constant``);
 a write into a constant nothing else uses is right and compiles. Splats
-count too, each class of them as one constant: IREE's stream phase merges
-``flow.tensor.splat``s of one number into as many elements (CSE), so a
-write into one splat lands in another one's result (fuzz seed 0 p245:
+count too where two or more of one number into as many elements exist: the
+stream phase merges such ``flow.tensor.splat``s (CSE), so a write into one
+lands in another one's result (fuzz seed 0 p245:
 ``v1 = full((2, 3), 0); v3 = where(m, v1, v1); v1.diagonal().logical_not_()``
 with a ``fmin`` and a ``prod`` of ``v1`` after it gave ``v3`` the new
-diagonal). The same write into a dispatch that reads a tensor keeps its copy; the order of that
-copy against the write is config.py's ``--iree-stream-partitioning-favor=debug``.
+diagonal). One splat written in place twice (sorts' index columns) compiles
+right and is not refused. The same write into a dispatch that reads a
+tensor keeps its copy; the order of that copy against the write is
+config.py's ``--iree-stream-partitioning-favor=debug``.
 
 A floating multiplication or division with a constant zero on a SPIR-V
 target. lavapipe's shader compiler (gallivm) shortcuts a constant zero
@@ -94,6 +96,7 @@ makes +0.0) the lowering makes the zero positive (``positive_zero_sums``).
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 #: One linalg.generic as IREE prints it at the flow phase (no lowering configs yet).
 _GENERIC = re.compile(
@@ -246,12 +249,14 @@ def _splat_class(line: str) -> tuple[str, str] | None:
 
 
 def _shared_constant_writes(lines: list[str]) -> list[str]:
+    splats = [s for s in map(_splat_class, lines) if s is not None]
+    merged = Counter(cls for _, cls in splats)
     root: dict[str, str] = {}
     for line in lines:
         if (name := _constant_dispatch(line)) is not None:
             root[name] = name
-        elif (splat := _splat_class(line)) is not None:
-            root[splat[0]] = splat[1]
+        elif (splat := _splat_class(line)) is not None and merged[splat[1]] > 1:
+            root[splat[0]] = splat[1]  # only splats that the stream phase merges with another
         elif (m := _RESHAPE.match(line)) is not None and m["source"].split("#")[0] in root:
             root[m["name"]] = root[m["source"].split("#")[0]]
     if not root:
