@@ -1804,7 +1804,8 @@ def test_fuzz_seed_0_an_in_place_write_into_a_splat_stays_in_its_value(name, mon
 def test_a_splat_written_in_place_twice_still_compiles(name):
     """The splat rule of the test above refused, at first, a graph with a ``topk`` and a
     ``sort`` (one zero splat that two copies of index columns write into), whose values were
-    right: only splats the stream phase merges with another splat count. Strict."""
+    right, and an ``avg_pool2d`` backward (two zero splats, each only written in place): only a
+    class of merged splats of which one is read counts. Strict."""
     use_backend(name)
     x = torch.randn(2, 4, 7, 9, generator=torch.Generator().manual_seed(0))
 
@@ -1812,4 +1813,9 @@ def test_a_splat_written_in_place_twice_still_compiles(name):
         return torch.topk(t, 3, -1).values.sum() + torch.sort(t, 2, descending=True).values[:, :, :3, :3].sum()
 
     torch.testing.assert_close(program(lazy(x)).cpu(), program(x))
+    grads = []
+    for t in (x.clone().requires_grad_(), lazy(x).requires_grad_()):  # two zero splats, each only written
+        torch.nn.functional.avg_pool2d(t, 2, divisor_override=3).sum().backward()
+        grads.append(t.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
     assert lazy_core.metrics.counter("iree_refused_shared_constant") == 0, lazy_core.metrics.counters()

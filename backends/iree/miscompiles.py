@@ -63,8 +63,9 @@ stream phase merges such ``flow.tensor.splat``s (CSE), so a write into one
 lands in another one's result (fuzz seed 0 p245:
 ``v1 = full((2, 3), 0); v3 = where(m, v1, v1); v1.diagonal().logical_not_()``
 with a ``fmin`` and a ``prod`` of ``v1`` after it gave ``v3`` the new
-diagonal). One splat written in place twice (sorts' index columns) compiles
-right and is not refused. The same write into a dispatch that reads a
+diagonal). Only a class of which one splat is read is refused: splats that
+are only written in place (a pooling backward's zeros) and one splat
+written twice (sorts' index columns) compile right. The same write into a dispatch that reads a
 tensor keeps its copy; the order of that copy against the write is
 config.py's ``--iree-stream-partitioning-favor=debug``.
 
@@ -261,23 +262,26 @@ def _shared_constant_writes(lines: list[str]) -> list[str]:
             root[m["name"]] = root[m["source"].split("#")[0]]
     if not root:
         return []
-    uses: dict[str, int] = {}
+    uses: Counter[str] = Counter()
+    reads: Counter[str] = Counter()  # uses by a line that does not write the value it uses
     writes: list[tuple[str, str]] = []
     for line in lines:
         d = _DEF.match(line)
         rhs = d["rhs"] if d is not None else line
         if _RESHAPE.match(line) is not None or _constant_dispatch(line) is not None or _SPLAT.match(line):
             continue  # an alias or the constant itself, not a use
-        used = {root[v] for v in _VALUE.findall(rhs) if v in root}
-        for r in used:
-            uses[r] = uses.get(r, 0) + 1
         targets = []
         if (u := _UPDATE.search(rhs)) is not None:
             targets.append(u["target"])
         if (m := _DISPATCH.search(line)) is not None:
             targets += _VALUE.findall(m["results"].split("{")[0])
+        values = {v for v in _VALUE.findall(rhs) if v in root}
+        uses.update({root[v] for v in values})
+        reads.update({root[v] for v in values if v not in targets})
         writes += [(root[t], line) for t in targets if t in root]
-    return [line for r, line in writes if uses.get(r, 0) > 1]
+    # A dispatch's constant: written while used elsewhere. Merged splats: written while one of
+    # them is read (splats only written, each once, as a pooling backward's zeros, compile right).
+    return [line for r, line in writes if uses[r] > 1 and (not r.startswith("splat ") or reads[r] > 0)]
 
 
 def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
