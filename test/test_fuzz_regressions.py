@@ -1762,6 +1762,12 @@ def test_fuzz_seed_1700_in_place_writes_stay_in_their_value(name, program, refus
     is refused (``writes_into_a_shared_constant`` now counts scalar operands as none) and runs op by
     op. p308: IREE's scheduler ran ``v3 + v4`` after the write into ``v3``; IREE targets run in
     program order now (backends/iree/config.py) and it compiles (strict)."""
+    _equal_to_eager_refused_or_not(name, program, refused, monkeypatch)
+
+
+def _equal_to_eager_refused_or_not(name, program, refused, monkeypatch) -> None:
+    """``program``'s results equal eager's; on IREE the graph was refused as a shared-constant
+    write exactly when ``refused`` (strict otherwise)."""
     if name.startswith("iree") and refused:  # the refusal is a compile error, which strict mode would raise
         monkeypatch.delenv("LAZY_STRICT", raising=False)
     use_backend(name)
@@ -1790,14 +1796,7 @@ def test_fuzz_seed_0_an_in_place_write_into_a_splat_stays_in_its_value(name, mon
     in place are two ``flow.tensor.splat``s of one number; the stream phase merges them (CSE) and
     the write lands in ``v3``'s buffer. ``writes_into_a_shared_constant`` counts splats as
     constants now, one per number and size: the graph is refused and runs op by op."""
-    if name.startswith("iree"):  # the refusal is a compile error, which strict mode would raise
-        monkeypatch.delenv("LAZY_STRICT", raising=False)
-    use_backend(name)
-    got = [t.cpu() for t in _seed_0_p245("lazy")]
-    for i, (g, w) in enumerate(zip(got, _seed_0_p245("cpu"))):
-        assert g.dtype == w.dtype and torch.equal(g, w), (i, g, w)
-    refusals = lazy_core.metrics.counter("iree_refused_shared_constant")
-    assert (refusals > 0) == name.startswith("iree"), lazy_core.metrics.counters()
+    _equal_to_eager_refused_or_not(name, _seed_0_p245, True, monkeypatch)
 
 
 @pytest.mark.parametrize("name", on_backends())
