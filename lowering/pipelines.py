@@ -27,7 +27,7 @@ from lazy_core import metrics
 
 from .computation import Computation
 from .errors import LoweringError, repro_dir
-from .tensor_bitcasts import bitcasts_as_tensor_ops
+from .tensor_bitcasts import view_dtype_as_linalg
 
 # torch-function-to-torch-backend-pipeline, not torchdynamo-export-...: its
 # backend-contract loop refines shapes after decomposing, which ops like
@@ -95,7 +95,7 @@ def _run(module: Any, pipeline: str, form: str) -> None:
     from torch_mlir.passmanager import PassManager
 
     if pipeline == _BACKEND_PIPELINES["linalg-on-tensors"]:
-        bitcasts_as_tensor_ops(module, pipeline)  # torch-mlir has no linalg lowering of view.dtype
+        view_dtype_as_linalg(module, pipeline)  # torch-mlir has no linalg lowering of view.dtype
     with module.context:
         pm = PassManager.parse(pipeline)
         with metrics.timed(f"pipeline:{form}"):

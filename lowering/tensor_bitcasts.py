@@ -1,4 +1,4 @@
-"""``aten.view.dtype`` as ``tensor.bitcast`` on the linalg-on-tensors target.
+"""``aten.view.dtype`` as an elementwise bitcast on the linalg-on-tensors target.
 
 torch-mlir 20261001 has no linalg lowering for ``torch.aten.view.dtype``
 (a reinterpretation of the bits, ``x.view(torch.int32)``), so every graph
@@ -35,7 +35,7 @@ from torch.fx import Graph
 
 from .fx_rewrite import call_like, calls_on_tensors
 
-__all__ = ["bitcasts_as_tensor_ops", "route_zero_dim_bitcasts"]
+__all__ = ["view_dtype_as_linalg", "route_zero_dim_bitcasts"]
 
 _VTENSOR = re.compile(r"^!torch\.vtensor<\[([^\]]*)\],([a-z0-9]+)>$")
 #: torch-mlir's element types to builtin ones: the signedness lives in the torch type only.
@@ -103,7 +103,7 @@ def _load_dialects(context: Any, pipeline: str) -> None:
             PassManager.parse(pipeline).run(ir.Module.create(ir.Location.unknown()).operation)
 
 
-def bitcasts_as_tensor_ops(module: Any, pipeline: str) -> int:
+def view_dtype_as_linalg(module: Any, pipeline: str) -> int:
     """Rewrite ``module`` (torch backend-contract form, about to run the linalg-on-tensors
     ``pipeline``) in place; returns how many changed."""
     from torch_mlir import ir

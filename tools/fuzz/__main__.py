@@ -67,12 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")  # compile fallbacks are counted and reported below
     os.makedirs(args.repro_dir, exist_ok=True)
     failed = 0
+    seeds = _seeds(args.seeds)
+    if "," not in args.seeds:  # a count: say so, one seed N is written 'N,'
+        print(f"[fuzz] --seeds {args.seeds}: seeds 0..{len(seeds) - 1} (for seed {args.seeds} alone: "
+              f"--seeds {args.seeds},)", flush=True)
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
         reason = _available(backend)
         if reason:
             print(f"[fuzz] {backend}: skipped ({reason.splitlines()[0][:120]})")
             continue
-        for seed in _seeds(args.seeds):
+        for seed in seeds:
             last = os.path.join(args.repro_dir, f"last-{backend}-seed{seed}.json")
             if not args.in_process:
                 failed += _child(argv if argv is not None else sys.argv[1:], backend, seed, last, args.repro_dir)
