@@ -1050,7 +1050,7 @@ def _fmod_float(x: torch.Tensor, y: Any) -> torch.Tensor:
     given the sign of ``x``, a zero included (``x * 0.0`` is a zero of that sign
     for every finite x; an infinite x gives NaN through ``remainder``)."""
     dtype = _result_dtype(x, y)
-    if dtype in _HALF_FLOATS:  # in float32, as eager: exact, and IREE has no 16-bit remf to link
+    if dtype in _HALF_FLOATS:  # in float32 and rounded once, as eager (the remainder is exact)
         return _fmod_float(*_in_float32(x, y, dtype)).to(dtype)
     x = x.to(dtype)
     if isinstance(y, torch.Tensor):
@@ -1137,8 +1137,7 @@ _HALF_FLOATS = (torch.float16, torch.bfloat16)
 
 def _floor_division_operands(node: Node) -> bool:
     """A floating result (a runtime scalar's 0-d stand-in is cast to it, see inline). 16-bit
-    ones too: ``f16 // -inf`` gave -0.0 for 0.25 (eager -1.0; fuzz seed 2311 p293) and
-    IREE could not link a 16-bit fmod."""
+    ones too: ``f16 // -inf`` gave -0.0 for 0.25 (eager -1.0; fuzz seed 2311 p293)."""
     return bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype in (
         torch.float32, torch.float64, *_HALF_FLOATS)
 
