@@ -59,7 +59,7 @@ from lazy_mlir import lowering
 
 from ..disk_cache import DiskCache
 from ..mlir_backend import MlirBackend
-from . import aliasing, donation, dtypes, miscompiles, rewrites, transfer
+from . import aliasing, donation, dtypes, fused_reductions, miscompiles, rewrites, transfer
 from .aliasing import written_arguments
 from .compiler import IreeCompileError, compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
@@ -512,7 +512,7 @@ _ARTIFACT_FORMAT = "iree-artifact-5"
 #: arguments compiled code may write; which donations are safe; how the
 #: text is rewritten for IREE): editing one invalidates old entries by itself.
 _RULES_DIGEST = hashlib.sha256(
-    "".join(inspect.getsource(m) for m in (aliasing, donation, rewrites, miscompiles)).encode()
+    "".join(inspect.getsource(m) for m in (aliasing, donation, rewrites, miscompiles, fused_reductions)).encode()
 ).hexdigest()[:16]
 
 

@@ -22,6 +22,7 @@ from lazy_core import metrics
 from lazy_core.backend import CompileError
 
 from .config import IreeConfig
+from .fused_reductions import fused_reduction_races, isolate_reductions
 from .miscompiles import refusal
 
 # "file:line:col: error: message" as iree-compile prints diagnostics, or the raw MLIR form.
@@ -72,15 +73,24 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
     flags = list(config.compile_flags)
     backends = [config.target.target_backend]
     try:
-        with metrics.timed(f"iree_compile:{config.target.target_backend}"), \
-                tempfile.TemporaryDirectory(prefix="lazy-iree-phases-") as phases:
-            # One iree-compile process that also writes its flow-phase IR, which is
-            # checked for code IREE turns into wrong values (miscompiles.py). (Two
-            # processes split at --compile-to=flow cost a second tool start per graph.)
-            vmfb = ic.compile_str(mlir, input_type=input_type(form), target_backends=backends,
-                                  extra_args=flags + [f"--dump-compilation-phases-to={phases}"])
-            flow = "".join(_read(os.path.join(phases, f)) for f in os.listdir(phases) if f.endswith(".flow.mlir"))
-            refused = refusal(flow, config.target.target_backend, tuple(config.compile_flags))
+        with metrics.timed(f"iree_compile:{config.target.target_backend}"):
+            vmfb, phases = _compile_with_phases(ic, mlir, input_type(form), backends, flags)
+            races = fused_reduction_races(phases.get("executable-configurations", "")) \
+                if config.target.target_backend == "vulkan-spirv" else []
+            if races:
+                # Compile again from before dispatch formation, each reduction in a dispatch of its own.
+                isolated = isolate_reductions(phases["global-optimization"])
+                if isolated is not None:
+                    metrics.counter_add("iree_isolated_reductions")
+                    vmfb, phases = _compile_with_phases(
+                        ic, isolated, input_type(form), backends, flags + ["--compile-from=global-optimization"])
+                    races = fused_reduction_races(phases.get("executable-configurations", ""))
+            refused = refusal(phases.get("flow", ""), config.target.target_backend, tuple(config.compile_flags))
+            if refused is None and races:
+                refused = ("iree_refused_fused_reduction",
+                           "a reduction fused with an op reading its result, in a SPIR-V dispatch that does not "
+                           "synchronize them (IREE 3.13): threads read reduced values not yet written, wrong values, "
+                           "so the graph is not compiled", "\n".join(races))
             if refused is not None:
                 counter, why, evidence = refused
                 metrics.counter_add(counter)
@@ -88,6 +98,28 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             return vmfb
     except ic.CompilerToolError as e:
         raise IreeCompileError.from_diagnostics(str(e), mlir, config, func_name, form) from None
+
+
+def _compile_with_phases(ic, mlir: str, kind: str, backends: list[str],  # noqa: ANN001 - iree.compiler
+                         flags: list[str]) -> tuple[bytes, dict[str, str]]:
+    """The vmfb and, by phase name, the IR iree-compile wrote after the phases it ran.
+
+    One iree-compile process that also writes its phases' IR, which is checked
+    for code IREE turns into wrong values (miscompiles.py, fused_reductions.py).
+    (Two processes split at --compile-to=flow cost a second tool start per graph.)"""
+    with tempfile.TemporaryDirectory(prefix="lazy-iree-phases-") as tmp:
+        vmfb = ic.compile_str(mlir, input_type=kind, target_backends=backends,
+                              extra_args=flags + [f"--dump-compilation-phases-to={tmp}"])
+        phases = {}
+        for name in os.listdir(tmp):  # <source>.<n>.<phase>.mlir
+            parts = name.split(".")
+            if len(parts) >= 3 and parts[-1] == "mlir" and parts[-2] in _PHASES_READ:
+                phases[parts[-2]] = _read(os.path.join(tmp, name))
+        return vmfb, phases
+
+
+#: The phases whose IR is checked (or reused); the others are not read back.
+_PHASES_READ = ("global-optimization", "flow", "executable-configurations")
 
 
 def _read(path: str) -> str:

@@ -1,0 +1,156 @@
+"""Keep a reduction out of its consumer's dispatch where IREE's SPIR-V code races.
+
+IREE 3.13's SPIR-V code generation gives a dispatch that fuses a reduction
+with an op reading its result to the ``BaseDistribute`` pipeline when the
+reduced dim is not the innermost (``x - x.mean(1, keepdim=True)``,
+``softmax(x, 1)``, ``F.normalize(x, dim=1)``, ``x.amax(0)`` broadcast back).
+That pipeline distributes each op over the workgroup's threads on its own:
+thread ``t`` writes reduced element ``t`` into workgroup memory, then the
+consumer's loop, distributed over *its* dims, has each thread read every
+reduced element, with no barrier between the two loops. Threads read
+elements other threads have not written yet: on lavapipe
+``x - x.mean(1, keepdim=True)`` over ``[2, 4, 7, 9]`` was off by 2.06 in
+376 of 504 elements and ``softmax(x, 1)`` by 4e4 (the IR after
+``SPIRVTileAndDistributePass`` shows the two ``scf.for`` loops over one
+``memref.alloc`` in workgroup memory; ``GpuEliminateBarriers`` has none to
+keep). Innermost reductions take the ``SubgroupReduce`` pipeline, which
+synchronizes, and are right.
+
+The compile writes its phases; on a SPIR-V target the ``executable-
+configurations`` phase shows each dispatch's pipeline, and a dispatch whose
+pipeline is neither ``SubgroupReduce`` nor a matmul pipeline and in which a
+reduction's result feeds another linalg op is a race (``fused_reduction_races``).
+Such a graph is compiled again from its ``global-optimization`` phase with a
+``util.optimization_barrier`` on every reduction result that another linalg op
+reads (``isolate_reductions``): dispatch formation cannot fuse across the
+barrier, so each reduction writes its result to memory in a dispatch of its
+own, and the consumer's dispatch reads it after the dispatch boundary (the
+synchronization the fused code lacked). Only graphs that race pay the second
+compile and the extra dispatches. A graph that still races is refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: ``#alias = #iree_codegen.translation_info<pipeline = #iree_gpu.spirv_pipeline<Name> ...``
+_ALIAS = re.compile(r"^(?P<alias>#[\w.$-]+)\s*=\s*#iree_codegen\.translation_info<pipeline\s*=\s*"
+                    r"#iree_gpu\.spirv_pipeline<(?P<pipeline>\w+)>", re.M)
+_INLINE = re.compile(r"translation_info\s*=\s*#iree_codegen\.translation_info<pipeline\s*=\s*"
+                     r"#iree_gpu\.spirv_pipeline<(?P<pipeline>\w+)>")
+_FUNC = re.compile(r"^\s*func\.func\s+@(?P<name>[\w.$-]+)\(.*?translation_info\s*=\s*(?P<info>#[\w.$-]+)?", re.M)
+_LINALG_DEF = re.compile(r"^\s*(?P<result>%[\w.$-]+)(?::\d+)?\s*=\s*linalg\.(?P<op>[\w.]+)\b(?P<rest>.*)$")
+_INS = re.compile(r"\bins\((?P<ins>[^:)]*)")
+_OUTS = re.compile(r"\bouts\((?P<outs>[^:)]*)")
+_VALUE = re.compile(r"%[\w.$-]+")
+_MAP_TEXT = r"affine_map<\((?P<dims>[^)]*)\)\s*->\s*\((?P<exprs>[^)]*)\)>"
+_MAP_ALIAS = re.compile(r"^(?P<alias>#[\w.$-]+)\s*=\s*" + _MAP_TEXT, re.M)
+_MAPS = re.compile(r"indexing_maps\s*=\s*\[(?P<maps>[^\]]*)\]")
+_MAP_ITEM = re.compile(r"#[\w.$-]+|" + _MAP_TEXT)
+#: Pipelines that synchronize a reduction with its consumers (or hold contractions only).
+_SYNCHRONIZED = ("SubgroupReduce", "MatmulPromoteVectorize", "CooperativeMatrixVectorize", "Winograd")
+
+
+def fused_reduction_races(configured_ir: str) -> list[str]:
+    """``dispatch (pipeline): consumer line`` for each op that reads a reduction's result, in the
+    reduction's dispatch, with other threads than those that wrote it: in a dispatch whose SPIR-V
+    pipeline does not synchronize the two, where the reader is not an elementwise op that reads
+    each reduced element at the position the reduction wrote it (same parallel loops, in order)."""
+    aliases = {m.group("alias"): m.group("pipeline") for m in _ALIAS.finditer(configured_ir)}
+    maps = {m.group("alias"): _parse_map(m) for m in _MAP_ALIAS.finditer(configured_ir)}
+    found: list[str] = []
+    name, pipeline = "", ""
+    reductions: dict[str, list[bool]] = {}  # result -> per result: written in loop order
+    for line in configured_ir.splitlines():
+        func = _FUNC.match(line)
+        if func is not None:
+            inline = _INLINE.search(line)
+            name = func.group("name")
+            pipeline = inline.group("pipeline") if inline else aliases.get(func.group("info") or "", "")
+            reductions = {}
+            continue
+        if not pipeline or pipeline in _SYNCHRONIZED:
+            continue
+        d = _LINALG_DEF.match(line)
+        if d is None:
+            continue
+        rest = d.group("rest")
+        ins = _INS.search(rest)
+        operands = _VALUE.findall(ins.group("ins")) if ins else []
+        op_maps = _op_maps(rest, maps)
+        elementwise = d.group("op") == "generic" and '"reduction"' not in rest
+        for i, v in enumerate(operands):
+            base, _, number = v.partition("#")
+            if base not in reductions:
+                continue
+            in_order = reductions[base][int(number or 0)] if int(number or 0) < len(reductions[base]) else False
+            own = in_order and elementwise and i < len(op_maps) and op_maps[i] is not None and \
+                op_maps[i][0] == op_maps[i][1]
+            if not own:
+                found.append(f"{name} ({pipeline}): {line.strip()[:300]}")
+                break
+        if d.group("op") == "generic" and '"reduction"' in rest:
+            outs = _OUTS.search(rest)
+            n_outs = len(_VALUE.findall(outs.group("outs"))) if outs else 1
+            iterators = re.findall(r'"(parallel|reduction)"', rest.split("iterator_types", 1)[1].split("]", 1)[0])
+            parallel = [f"d{k}" for k, it in enumerate(iterators) if it == "parallel"]
+            reductions[d.group("result")] = [
+                m is not None and m[1] == parallel for m in op_maps[len(op_maps) - n_outs:]]
+    return found
+
+
+def _parse_map(m: re.Match) -> tuple[list[str], list[str]]:
+    """(dims, result expressions) of an ``affine_map`` match."""
+    return ([x.strip() for x in m.group("dims").split(",") if x.strip()],
+            [x.strip() for x in m.group("exprs").split(",") if x.strip()])
+
+
+def _op_maps(rest: str, aliases: dict[str, tuple[list[str], list[str]]]) -> list:
+    """An op's indexing maps as (dims, results), None for one not understood; [] for a named op."""
+    m = _MAPS.search(rest)
+    if m is None:
+        return []
+    out = []
+    for item in _MAP_ITEM.finditer(m.group("maps")):
+        out.append(aliases.get(item.group(0)) if item.group(0).startswith("#") else _parse_map(item))
+    return out
+
+
+def isolate_reductions(global_opt_ir: str) -> str | None:
+    """``global_opt_ir`` (IREE's ``global-optimization`` phase) with a ``util.optimization_barrier``
+    on every used result of a ``linalg.generic`` reduction, or None where there is none."""
+    from iree.compiler import ir, passmanager
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(global_opt_ir)
+        # IREE raises softmax-shaped code into ``linalg.softmax`` before this phase and expands it
+        # again during code generation, inside one dispatch: expand it here so its reductions show.
+        passmanager.PassManager.parse("builtin.module(util.func(iree-codegen-decompose-softmax))").run(
+            module.operation)
+        barriers = 0
+        for op in _walk(module.operation):
+            if op.name != "linalg.generic" or "reduction" not in str(op.attributes["iterator_types"]):
+                continue
+            for result in op.results:
+                if not list(result.uses):
+                    continue
+                # Every use, not only linalg ones: a reshape between the two fuses as well.
+                barrier = ir.Operation.create("util.optimization_barrier", results=[result.type],
+                                              operands=[result], loc=op.location,
+                                              ip=ir.InsertionPoint.after(op))
+                result.replace_all_uses_except(barrier.result, barrier)
+                barriers += 1
+        if not barriers:
+            return None
+        return module.operation.get_asm(enable_debug_info=True)
+
+
+def _walk(op):  # noqa: ANN001, ANN202 - torch_mlir-free iree.compiler.ir operations
+    """Every operation nested in ``op``, parents first (a copy: the walk may insert ops)."""
+    out = []
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                out.append(child.operation)
+                out.extend(_walk(child.operation))
+    return out
