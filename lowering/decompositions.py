@@ -24,8 +24,9 @@ from torch.fx import Node as FxNode
 
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
-from . import trig
+from . import gathers, trig
 from .elu import celu, elu
+from .erfinv import erfinv
 from .hyperbolic import acosh, asinh, atanh, sinh
 from .lerp import lerp, logaddexp, logaddexp2
 from .log1p_expm1 import expm1, log1p
@@ -33,7 +34,12 @@ from .log10 import log10
 from .log_sigmoid import log_sigmoid_backward
 from .logcumsumexp import logcumsumexp
 from .opmath import real_input
-from .pooling import adaptive_max_pool2d, max_pool2d_with_indices
+from .pooling import (
+    adaptive_avg_pool2d,
+    adaptive_avg_pool2d_backward,
+    adaptive_max_pool2d,
+    max_pool2d_with_indices,
+)
 from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
 
 aten = torch.ops.aten
@@ -354,6 +360,19 @@ DECOMPOSED_OPS = (
     aten.renorm.default,
     # ``torch.std_mean`` has no torch-dialect op (``var_mean`` has): it ran eagerly and cut the graph.
     aten.std_mean.correction,
+    # Found by tools/nn_sweep.py, each failing to compile its whole graph. No lowering: erfinv
+    # (lowering/erfinv.py; _ONLY_WHEN: float32 and narrower). Adaptive average pooling and its
+    # backward where windows differ in size (lowering/pooling.py; _ONLY_WHEN: a ratio that does not
+    # divide; the forward failed on the reference backend only).
+    # ``F.unfold``/``F.fold`` and reflection padding with its backward (``conv1d`` after a reflect
+    # pad failed shape inference in torch-mlir's lowering): gathers and scatter-adds one dim at a
+    # time (lowering/gathers.py); PyTorch's own decompositions of them do not import.
+    aten.erfinv.default,
+    aten.im2col.default,
+    aten.col2im.default,
+    aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d_backward.default,
+    aten.reflection_pad1d.default, aten.reflection_pad2d.default,
+    aten.reflection_pad1d_backward.default, aten.reflection_pad2d_backward.default,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -640,6 +659,22 @@ def _sign(x: torch.Tensor) -> torch.Tensor:
 def _floating_input(node: Node) -> bool:
     x = node.args[0]
     return isinstance(x, Output) and x.meta is not None and x.meta.dtype.is_floating_point
+
+
+def _narrow_float_input(node: Node) -> bool:
+    return _floating_input(node) and node.args[0].meta.dtype != torch.float64
+
+
+def _uneven_adaptive_pool(node: Node) -> bool:
+    """An adaptive pooling whose input size is not a multiple of its output size."""
+    x, size = node.args[0], node.args[1]
+    return isinstance(x, Output) and any(i % o for i, o in zip(x.meta.shape[-2:], size, strict=True))
+
+
+def _uneven_adaptive_windows(node: Node) -> bool:
+    """An adaptive pooling backward whose input size is not a multiple of its output size."""
+    grad, x = node.args[0], node.args[1]
+    return any(i % o for i, o in zip(x.meta.shape[-2:], grad.meta.shape[-2:], strict=True))
 
 
 def _in_dtype_of(x: torch.Tensor, bound: Any) -> torch.Tensor:
@@ -1290,6 +1325,14 @@ def _table() -> dict[Any, Callable]:
     table[aten.hardshrink.default] = _hardshrink
     table[aten.hardtanh_backward.default] = _hardtanh_backward
     table[aten.softplus_backward.default] = _softplus_backward
+    table[aten.erfinv.default] = erfinv
+    table[aten._adaptive_avg_pool2d.default] = adaptive_avg_pool2d
+    table[aten._adaptive_avg_pool2d_backward.default] = adaptive_avg_pool2d_backward
+    table[aten.im2col.default] = gathers.im2col
+    table[aten.col2im.default] = gathers.col2im
+    table[aten.reflection_pad1d.default] = table[aten.reflection_pad2d.default] = gathers.reflection_pad
+    table[aten.reflection_pad1d_backward.default] = gathers.reflection_pad_backward
+    table[aten.reflection_pad2d_backward.default] = gathers.reflection_pad_backward
     table.update(_nan_table())
     return table
 
@@ -1350,6 +1393,9 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.atan2.default: lambda node: True,
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,
                      aten.log10.default), real_input),
+    aten.erfinv.default: _narrow_float_input,
+    aten._adaptive_avg_pool2d.default: _uneven_adaptive_pool,
+    aten._adaptive_avg_pool2d_backward.default: _uneven_adaptive_windows,
 }
 
 

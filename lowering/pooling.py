@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["adaptive_max_pool2d", "max_pool2d_with_indices"]
+__all__ = ["adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "adaptive_max_pool2d", "max_pool2d_with_indices"]
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -135,3 +135,35 @@ def adaptive_max_pool2d(x: torch.Tensor, output_size: Any) -> tuple[torch.Tensor
     row0, rows = _adaptive_windows(x.shape[-2], oh, x.device)
     col0, cols = _adaptive_windows(x.shape[-1], ow, x.device)
     return _scan(x, (row0, col0), rows, cols, (oh, ow))
+
+
+def _adaptive_average(size: int, out: int, device: Any) -> torch.Tensor:
+    """[out, size]: row i averages input positions ``[floor(i * size / out), ceil((i + 1) * size / out))``,
+    eager's adaptive window; each row holds ``1 / window length`` inside the window, 0 outside."""
+    i = torch.arange(out, device=device)
+    start = (i * size).div(out, rounding_mode="floor")
+    end = ((i + 1) * size + out - 1).div(out, rounding_mode="floor")
+    j = torch.arange(size, device=device)
+    inside = (j >= start[:, None]) & (j < end[:, None])
+    return inside / (end - start)[:, None]
+
+
+def adaptive_avg_pool2d(x: torch.Tensor, output_size: Any) -> torch.Tensor:
+    """``adaptive_avg_pool2d`` as ``Rh @ x @ Rw^T`` (``_adaptive_average``): torch-mlir's lowering of
+    uneven windows failed on the reference backend (``interpolate(mode="area")`` of 7 x 9 to 5 x 4:
+    a ``tensor.cast`` of incompatible shapes)."""
+    oh, ow = _pair(output_size)
+    rows = _adaptive_average(x.shape[-2], oh, x.device).to(x.dtype)
+    cols = _adaptive_average(x.shape[-1], ow, x.device).to(x.dtype)
+    return rows @ x @ cols.t()
+
+
+def adaptive_avg_pool2d_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The gradient of ``adaptive_avg_pool2d(x, grad.shape[-2:])``: torch-mlir 20261001 lowers it only
+    where every window has one size (a dividing ratio); ``adaptive_avg_pool2d(x, (3, 4))`` of 7 x 9
+    and ``interpolate(mode="area")`` failed to compile. Windows along rows and columns are independent
+    (an element's share is ``1 / (rows * cols)`` of its window), so the gradient is ``Rh^T @ grad @ Rw``
+    with ``R`` the averaging matrices of ``_adaptive_average``."""
+    rows = _adaptive_average(x.shape[-2], grad.shape[-2], grad.device).to(grad.dtype)
+    cols = _adaptive_average(x.shape[-1], grad.shape[-1], grad.device).to(grad.dtype)
+    return (rows.t() @ grad @ cols).to(x.dtype)

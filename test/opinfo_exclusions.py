@@ -72,10 +72,9 @@ XFAIL: dict[tuple[str, str], str] = {
     ("geqrf", "*"): _NO_META.format("aten.geqrf"),
     ("histogram", "*"): _NO_META.format("aten.histogram.bin_ct"),
     ("histogramdd", "*"): _NO_META.format("aten._histogramdd_bin_edges"),
-    # Lowering gaps of torch-mlir (first sample, float32); the compiled backends share them.
-    ("nn.functional.adaptive_avg_pool2d", "reference"):
-        "linalg-on-tensors: 'tensor.cast' op operand type 'tensor<1x8x7x7xf32>' and result type "
-        "'tensor<1x8x5x7xf32>' are cast incompatible",
+    # nn.functional.adaptive_avg_pool2d failed on reference ("'tensor.cast' op operand type
+    # 'tensor<1x8x7x7xf32>' and result type 'tensor<1x8x5x7xf32>' are cast incompatible"); uneven
+    # windows are averaging matrices now (lowering/pooling.py).
     # nn.functional.max_pool2d failed to compile on IREE ("'linalg.generic' op inferred
     # input/output operand #1 has shape's dimension #0 to be 5, but found 3"); it passes since
     # max_pool2d_with_indices is eager's scan (lowering/pooling.py).

@@ -283,3 +283,39 @@ def test_upsampling_forward_and_backward_match_eager(name: str, case: str) -> No
     assert got.shape == want.shape
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(got_grad, want_grad)
+
+
+#: Forms that failed to compile their whole graph (tools/nn_sweep.py), each with its inputs' shapes.
+_GATHERS = {
+    "unfold": (lambda x: torch.nn.functional.unfold(x, (2, 3), padding=1, stride=2), (2, 3, 7, 9)),
+    "unfold_dilated": (lambda x: torch.nn.functional.unfold(x, (3, 2), dilation=(2, 1), padding=(0, 2),
+                                                            stride=(1, 3)), (2, 3, 7, 9)),
+    "fold": (lambda x: torch.nn.functional.fold(x, (4, 5), (3, 2)), (2, 18, 8)),
+    "reflect_pad_1d": (lambda x: torch.nn.functional.pad(x, (2, 3), mode="reflect"), (2, 3, 7)),
+    "reflect_pad_2d": (lambda x: torch.nn.functional.pad(x, (2, 1, 1, 3), mode="reflect"), (2, 3, 7, 9)),
+    "adaptive_avg_uneven": (lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (3, 4)), (2, 3, 7, 9)),
+    "interpolate_area": (lambda x: torch.nn.functional.interpolate(x, size=(5, 4), mode="area"), (2, 3, 7, 9)),
+    "erfinv": (lambda x: torch.erfinv(x / 8), (2, 3, 7, 9)),
+}
+
+
+@pytest.mark.parametrize("name", requested_backends())
+@pytest.mark.parametrize("case", sorted(_GATHERS))
+def test_unfold_fold_reflection_padding_uneven_pooling_erfinv_compile(name: str, case: str) -> None:
+    """Each failed to compile (no torch-mlir lowering, or one that crashed or failed shape inference),
+    so its whole graph ran op by op: now decomposed (lowering/gathers.py, pooling.py, erfinv.py).
+    Forward and backward against eager; strict, so a graph that does not compile fails."""
+    use_backend(name)
+    form, shape = _GATHERS[case]
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    results = []
+    for device in ("cpu", "lazy"):
+        leaf = x.to(device).detach().requires_grad_()
+        out = form(leaf)
+        weight = torch.arange(out.numel(), dtype=torch.float32).view(out.shape).to(device) / out.numel()
+        (out * weight).sum().backward()
+        results.append((out.detach().cpu(), leaf.grad.cpu()))
+    (want, want_grad), (got, got_grad) = results
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_grad, want_grad)
+    assert not _fallbacks(), _fallbacks()

@@ -1,0 +1,99 @@
+"""Ops that move elements by computed positions, written as gathers and scatter-adds along one dim.
+
+``F.unfold`` (``im2col``), ``F.fold`` (``col2im``) and reflection padding
+(and their backwards) failed to compile everywhere: torch-mlir leaves a
+constant of ``im2col`` unlegalized and ``col2im`` crashed iree-compile, and
+PyTorch's decompositions of all of them index with ``aten.index.Tensor``
+holding ``None`` entries (the FX importer rejects such lists) or with
+``_unsafe_masked_index`` (no lowering). Every one of them separates by dim:
+the positions read along rows do not depend on the column, so each is
+written here as ``index_select`` along one dim after the other (forward) or
+a scatter-add into zeros along one dim after the other (the adjoint; ``scatter_add``
+with the positions broadcast over the other dims: ``index_add`` has no
+torch-dialect op), with the positions computed by ``arange`` arithmetic in
+the graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    v = list(v) if not isinstance(v, int) else [v]
+    return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+
+def _add_at(shape: list[int], dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """Zeros of ``shape`` with ``src``'s slices along ``dim`` added at positions ``index``."""
+    view = [1] * src.dim()
+    view[dim] = index.numel()
+    return src.new_zeros(shape).scatter_add(dim, index.reshape(view).expand(src.shape), src)
+
+
+def _window_positions(size: int, kernel: int, dilation: int, padding: int, stride: int,
+                      device: Any) -> tuple[torch.Tensor, int]:
+    """[kernel * blocks] positions in the padded dim read by each kernel offset at each block, and
+    the number of blocks (im2col's output positions along this dim)."""
+    blocks = (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    offsets = torch.arange(kernel, device=device) * dilation
+    starts = torch.arange(blocks, device=device) * stride
+    return (offsets[:, None] + starts[None, :]).reshape(-1), blocks
+
+
+def im2col(x: torch.Tensor, kernel_size: Any, dilation: Any, padding: Any, stride: Any) -> torch.Tensor:
+    """``F.unfold``: ``[N, C, H, W]`` (or ``[C, H, W]``) to ``[N, C * kh * kw, blocks]``."""
+    batched = x.dim() == 4
+    x = x if batched else x.unsqueeze(0)
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = map(_pair, (kernel_size, dilation, padding, stride))
+    n, c, h, w = x.shape
+    rows, bh = _window_positions(h, kh, dh, ph, sh, x.device)
+    cols, bw = _window_positions(w, kw, dw, pw, sw, x.device)
+    padded = torch.constant_pad_nd(x, (pw, pw, ph, ph))
+    picked = padded.index_select(2, rows).index_select(3, cols)  # [N, C, kh * bh, kw * bw]
+    out = picked.reshape(n, c, kh, bh, kw, bw).permute(0, 1, 2, 4, 3, 5).reshape(n, c * kh * kw, bh * bw)
+    return out if batched else out.squeeze(0)
+
+
+def col2im(cols: torch.Tensor, output_size: Any, kernel_size: Any, dilation: Any, padding: Any,
+           stride: Any) -> torch.Tensor:
+    """``F.fold``, the adjoint of ``im2col``: overlapping blocks are summed."""
+    batched = cols.dim() == 3
+    cols = cols if batched else cols.unsqueeze(0)
+    (h, w), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = map(_pair, (output_size, kernel_size, dilation, padding,
+                                                                 stride))
+    n = cols.shape[0]
+    c = cols.shape[1] // (kh * kw)
+    rows, bh = _window_positions(h, kh, dh, ph, sh, cols.device)
+    columns, bw = _window_positions(w, kw, dw, pw, sw, cols.device)
+    blocks = cols.reshape(n, c, kh, kw, bh, bw).permute(0, 1, 2, 4, 3, 5).reshape(n, c, kh * bh, kw * bw)
+    wide = _add_at([n, c, kh * bh, w + 2 * pw], 3, columns, blocks)
+    full = _add_at([n, c, h + 2 * ph, w + 2 * pw], 2, rows, wide)
+    out = full[:, :, ph:ph + h, pw:pw + w]
+    return out if batched else out.squeeze(0)
+
+
+def _reflected(size: int, before: int, after: int, device: Any) -> torch.Tensor:
+    """For each position of a dim padded by reflection, the input position it copies."""
+    q = torch.arange(-before, size + after, device=device)
+    return (size - 1) - ((size - 1) - q.abs()).abs()
+
+
+def reflection_pad(x: torch.Tensor, padding: Any) -> torch.Tensor:
+    """``reflection_pad1d``/``2d``: ``padding`` is (left, right[, top, bottom]), last dim first."""
+    for k in range(len(padding) // 2):
+        dim = x.dim() - 1 - k
+        x = x.index_select(dim, _reflected(x.shape[dim], padding[2 * k], padding[2 * k + 1], x.device))
+    return x
+
+
+def reflection_pad_backward(grad: torch.Tensor, x: torch.Tensor, padding: Any) -> torch.Tensor:
+    """The adjoint of ``reflection_pad``: each padded position's gradient added to its source."""
+    for k in range(len(padding) // 2):
+        dim = x.dim() - 1 - k
+        shape = list(grad.shape)
+        shape[dim] = x.shape[dim]
+        grad = _add_at(shape, dim, _reflected(x.shape[dim], padding[2 * k], padding[2 * k + 1], grad.device), grad)
+    return grad
