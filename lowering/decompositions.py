@@ -371,6 +371,18 @@ DECOMPOSED_OPS = (
     aten.im2col.default,
     aten.col2im.default,
     aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d_backward.default,
+    # avg_pool3d's backward (``F.local_response_norm`` pools a 5-d view): imported, not lowered. The
+    # transposed convolution avg_pool2d's backward is, in 3-d.
+    aten.avg_pool3d_backward.default,
+    # ``constant_pad_nd`` with a negative pad (the backward of every ``F.pad``) crops; the reference
+    # backend's lowering failed on it ("expected offsets to be non-negative"). A slice, then the
+    # positive pads (_ONLY_WHEN: a negative pad).
+    aten.constant_pad_nd.default,
+    # binary_cross_entropy_with_logits with ``pos_weight``: torch-mlir's lowering broadcast it wrongly
+    # (a ``tensor.cast`` of [2, 4, 7, 9] to [9]). mish's backward: a constant left unlegalized on the
+    # reference backend. PyTorch's decompositions.
+    aten.binary_cross_entropy_with_logits.default,
+    aten.mish_backward.default,
     aten.reflection_pad1d.default, aten.reflection_pad2d.default,
     aten.reflection_pad1d_backward.default, aten.reflection_pad2d_backward.default,
 )
@@ -521,33 +533,62 @@ def _window_sizes(out: int, size: int, kernel: int, stride: int, pad: int, inclu
 def _avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor, kernel_size: list[int], stride: list[int],
                          padding: list[int], ceil_mode: bool, count_include_pad: bool,
                          divisor_override: int | None) -> torch.Tensor:
-    """The transpose of average pooling: each output gradient, divided by its
+    return _avg_pool_backward(grad_output, x, kernel_size, stride, padding, count_include_pad, divisor_override, 2)
+
+
+def _avg_pool3d_backward(grad_output: torch.Tensor, x: torch.Tensor, kernel_size: list[int], stride: list[int],
+                         padding: list[int], ceil_mode: bool, count_include_pad: bool,
+                         divisor_override: int | None) -> torch.Tensor:
+    return _avg_pool_backward(grad_output, x, kernel_size, stride, padding, count_include_pad, divisor_override, 3)
+
+
+def _avg_pool_backward(grad_output: torch.Tensor, x: torch.Tensor, kernel_size: list[int], stride: list[int],
+                       padding: list[int], count_include_pad: bool, divisor_override: int | None,
+                       nd: int) -> torch.Tensor:
+    """The transpose of ``nd``-d average pooling: each output gradient, divided by its
     window's divisor, is spread over its window by a stride-``s`` transposed
     convolution with a ones kernel (one channel, batch and channels folded
     together), then the padding is cropped off. ``ceil_mode`` needs nothing
     extra: the output size already says how many windows there are."""
-    kh, kw = _pair(kernel_size)
-    sh, sw = _pair(stride) if stride else (kh, kw)
-    ph, pw = _pair(padding)
-    *lead, height, width = x.shape
-    oh, ow = grad_output.shape[-2:]
+    kernel = _ntuple(kernel_size, nd)
+    steps = _ntuple(stride, nd) if stride else kernel
+    pads = _ntuple(padding, nd)
+    lead, spatial = x.shape[:-nd], x.shape[-nd:]
+    outs = grad_output.shape[-nd:]
     if divisor_override:
         grad = grad_output / divisor_override
     else:
-        dh = _window_sizes(oh, height, kh, sh, ph, count_include_pad, grad_output)
-        dw = _window_sizes(ow, width, kw, sw, pw, count_include_pad, grad_output)
-        grad = grad_output / (dh.unsqueeze(1) * dw.unsqueeze(0)).to(grad_output.dtype)
-    flat = grad.reshape(-1, 1, oh, ow)
-    ones = grad_output.new_ones((1, 1, kh, kw))
-    canvas = torch.nn.functional.conv_transpose2d(flat, ones, stride=(sh, sw))
-    # The canvas covers the padded input from its top-left corner; windows may
-    # stop short of its bottom-right (floor mode), which then gets no gradient.
-    short_h = max(0, ph + height - canvas.shape[-2])
-    short_w = max(0, pw + width - canvas.shape[-1])
-    if short_h or short_w:
-        canvas = aten.constant_pad_nd(canvas, [0, short_w, 0, short_h], 0.0)
-    out = canvas[:, :, ph:ph + height, pw:pw + width]
-    return out.reshape(*lead, height, width)
+        divisor = None
+        for d in range(nd):
+            sizes = _window_sizes(outs[d], spatial[d], kernel[d], steps[d], pads[d], count_include_pad, grad_output)
+            sizes = sizes.reshape([-1] + [1] * (nd - 1 - d))
+            divisor = sizes if divisor is None else divisor * sizes
+        grad = grad_output / divisor.to(grad_output.dtype)
+    flat = grad.reshape(-1, 1, *outs)
+    ones = grad_output.new_ones((1, 1, *kernel))
+    transposed = torch.nn.functional.conv_transpose2d if nd == 2 else torch.nn.functional.conv_transpose3d
+    canvas = transposed(flat, ones, stride=steps)
+    # The canvas covers the padded input from its first corner; windows may stop
+    # short of its far end (floor mode), which then gets no gradient.
+    short = [max(0, pads[d] + spatial[d] - canvas.shape[2 + d]) for d in range(nd)]
+    if any(short):
+        canvas = aten.constant_pad_nd(canvas, [v for d in reversed(range(nd)) for v in (0, short[d])], 0.0)
+    out = canvas[(slice(None), slice(None), *(slice(pads[d], pads[d] + spatial[d]) for d in range(nd)))]
+    return out.reshape(*lead, *spatial)
+
+
+def _crop_then_pad(x: torch.Tensor, pad: list[int], value: Any = 0) -> torch.Tensor:
+    """``constant_pad_nd`` with negative pads as slices (pads are last dim first: before, after)."""
+    for k in range(len(pad) // 2):
+        dim = x.dim() - 1 - k
+        start, stop = max(-pad[2 * k], 0), x.shape[dim] - max(-pad[2 * k + 1], 0)
+        x = x.narrow(dim, start, stop - start)
+    return aten.constant_pad_nd(x, [max(p, 0) for p in pad], value)
+
+
+def _ntuple(v: list[int] | int, n: int) -> tuple[int, ...]:
+    v = [v] if isinstance(v, int) else list(v)
+    return tuple(v) * n if len(v) == 1 else tuple(v)
 
 
 def _int_to_float_dtype(*args: Any) -> torch.dtype:
@@ -1250,6 +1291,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.squeeze.dims] = _squeeze_dims
     table[aten.select_backward.default] = _select_backward
     table[aten.avg_pool2d_backward.default] = _avg_pool2d_backward
+    table[aten.avg_pool3d_backward.default] = _avg_pool3d_backward
+    table[aten.constant_pad_nd.default] = _crop_then_pad
     table[aten.unsafe_split.Tensor] = _unsafe_split
     table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
     table[aten.index_put.default] = _index_put_mask
@@ -1394,6 +1437,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,
                      aten.log10.default), real_input),
     aten.erfinv.default: _narrow_float_input,
+    aten.constant_pad_nd.default: lambda node: any(p < 0 for p in node.args[1]),
     aten._adaptive_avg_pool2d.default: _uneven_adaptive_pool,
     aten._adaptive_avg_pool2d_backward.default: _uneven_adaptive_windows,
 }
@@ -1483,6 +1527,7 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     if traced is None:
         examples = [torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta") for m in metas]
         traced = make_fx(run, decomposition_table=_NESTED, tracing_mode="fake")(*examples)
+        _forget_meta_device(traced.graph)
         if len(_traced) < 1024:
             _traced[key] = traced
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
@@ -1496,6 +1541,17 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     if len(results) != len(node.metas):
         raise RuntimeError(f"decomposition of {node.name} returned {len(results)} values, expected {len(node.metas)}")
     return [r if m is not None else None for r, m in zip(results, node.metas)]
+
+
+def _forget_meta_device(graph: Graph) -> None:
+    """Tensors a decomposition traced on meta tensors creates (``scalar_tensor(0.0)`` in PyTorch's
+    ``hardswish_backward``) carry ``device=meta``, which the importer turned into
+    ``torch.aten.to.device`` with a ``"meta"`` constant the reference backend's pipeline cannot
+    legalize (every ``F.hardswish`` training step failed to compile there): the device is dropped."""
+    for n in graph.nodes:
+        device = n.kwargs.get("device") if n.op == "call_function" else None
+        if device is not None and torch.device(device).type == "meta":
+            n.kwargs = {k: v for k, v in n.kwargs.items() if k != "device"}
 
 
 # -- NaN semantics ---------------------------------------------------------------

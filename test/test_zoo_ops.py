@@ -286,7 +286,7 @@ def test_upsampling_forward_and_backward_match_eager(name: str, case: str) -> No
 
 
 #: Forms that failed to compile their whole graph (tools/nn_sweep.py), each with its inputs' shapes.
-_GATHERS = {
+_ONCE_UNCOMPILED = {
     "unfold": (lambda x: torch.nn.functional.unfold(x, (2, 3), padding=1, stride=2), (2, 3, 7, 9)),
     "unfold_dilated": (lambda x: torch.nn.functional.unfold(x, (3, 2), dilation=(2, 1), padding=(0, 2),
                                                             stride=(1, 3)), (2, 3, 7, 9)),
@@ -296,17 +296,28 @@ _GATHERS = {
     "adaptive_avg_uneven": (lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (3, 4)), (2, 3, 7, 9)),
     "interpolate_area": (lambda x: torch.nn.functional.interpolate(x, size=(5, 4), mode="area"), (2, 3, 7, 9)),
     "erfinv": (lambda x: torch.erfinv(x / 8), (2, 3, 7, 9)),
+    "local_response_norm": (lambda x: torch.nn.functional.local_response_norm(x, 3), (2, 4, 7, 9)),
+    "constant_pad_backward": (lambda x: torch.nn.functional.pad(x, (1, 2, 0, 3)), (2, 3, 7, 9)),
+    "bce_logits_pos_weight": (lambda x: torch.nn.functional.binary_cross_entropy_with_logits(
+        x, _fixed((2, 4, 7, 9), x.device).gt(0).float(), pos_weight=_fixed((9,), x.device).abs()), (2, 4, 7, 9)),
+    "hardswish": (lambda x: torch.nn.functional.hardswish(x * 4), (2, 3, 7, 9)),
 }
 
 
+def _fixed(shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """The same random values on every device (targets and weights that need no gradient)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(device)
+
+
 @pytest.mark.parametrize("name", requested_backends())
-@pytest.mark.parametrize("case", sorted(_GATHERS))
-def test_unfold_fold_reflection_padding_uneven_pooling_erfinv_compile(name: str, case: str) -> None:
+@pytest.mark.parametrize("case", sorted(_ONCE_UNCOMPILED))
+def test_forms_that_failed_to_compile_match_eager(name: str, case: str) -> None:
     """Each failed to compile (no torch-mlir lowering, or one that crashed or failed shape inference),
-    so its whole graph ran op by op: now decomposed (lowering/gathers.py, pooling.py, erfinv.py).
-    Forward and backward against eager; strict, so a graph that does not compile fails."""
+    so its whole graph ran op by op: now decomposed (lowering/gathers.py, pooling.py, erfinv.py,
+    decompositions.py). Found by tools/nn_sweep.py. Forward and backward against eager; strict, so
+    a graph that does not compile fails."""
     use_backend(name)
-    form, shape = _GATHERS[case]
+    form, shape = _ONCE_UNCOMPILED[case]
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
     results = []
     for device in ("cpu", "lazy"):
