@@ -24,7 +24,7 @@ from torch.fx import Node as FxNode
 
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
-from . import gathers, trig
+from . import convolutions, gathers, trig
 from .elu import celu, elu
 from .erfinv import erfinv
 from .hyperbolic import acosh, asinh, atanh, sinh
@@ -383,6 +383,10 @@ DECOMPOSED_OPS = (
     # reference backend. PyTorch's decompositions.
     aten.binary_cross_entropy_with_logits.default,
     aten.mish_backward.default,
+    # The weight gradient of a grouped convolution (wrong on iree-cpu with a stride, uncompilable on
+    # reference) and the backward of a transposed convolution with ``output_padding`` (not lowered):
+    # lowering/convolutions.py (_ONLY_WHEN: those forms).
+    aten.convolution_backward.default,
     aten.reflection_pad1d.default, aten.reflection_pad2d.default,
     aten.reflection_pad1d_backward.default, aten.reflection_pad2d_backward.default,
 )
@@ -1293,6 +1297,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.avg_pool2d_backward.default] = _avg_pool2d_backward
     table[aten.avg_pool3d_backward.default] = _avg_pool3d_backward
     table[aten.constant_pad_nd.default] = _crop_then_pad
+    table[aten.convolution_backward.default] = convolutions.convolution_backward
     table[aten.unsafe_split.Tensor] = _unsafe_split
     table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
     table[aten.index_put.default] = _index_put_mask
@@ -1438,6 +1443,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
                      aten.log10.default), real_input),
     aten.erfinv.default: _narrow_float_input,
     aten.constant_pad_nd.default: lambda node: any(p < 0 for p in node.args[1]),
+    aten.convolution_backward.default: lambda node: convolutions.rewritten_backward(node.args),
     aten._adaptive_avg_pool2d.default: _uneven_adaptive_pool,
     aten._adaptive_avg_pool2d_backward.default: _uneven_adaptive_windows,
 }

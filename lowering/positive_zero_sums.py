@@ -11,9 +11,16 @@ it multiplies). For a backend that asks for it
 (``LoweringContext(positive_zero_sums=True)``), each floating ``sum``/``mean``
 value ``v`` becomes ``where(v == 0, 0.0, v)``: a select of a literal, which
 lavapipe keeps.
+
+The same shortcut drops the one effect of adding a literal +0.0 itself:
+``x += 0.0`` kept -0.0 (fuzz seed 2500 program 52). ``add``/``sub`` with a
+literal number whose scaled value (``alpha * c``, negated for ``sub``) is
++0.0 get the same select.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch.fx import Graph
@@ -25,14 +32,29 @@ __all__ = ["make_zero_sums_positive"]
 aten = torch.ops.aten
 
 _SUMS = (aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim)
+_ADDS = (aten.add.Scalar, aten.add.Tensor)
+_SUBS = (aten.sub.Scalar, aten.sub.Tensor)
+
+
+def _adds_positive_zero(node) -> bool:  # noqa: ANN001 - an FX node
+    """``x + c`` or ``x - c`` (times ``alpha``) with a literal number that adds +0.0."""
+    if node.target not in _ADDS + _SUBS or len(node.args) < 2 or not isinstance(node.args[1], int | float):
+        return False
+    alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
+    if not isinstance(alpha, int | float):
+        return False
+    added = float(node.args[1]) * alpha * (-1 if node.target in _SUBS else 1)
+    return added == 0 and math.copysign(1.0, added) > 0
 
 
 def make_zero_sums_positive(g: Graph) -> bool:
     """Rewrite ``g`` in place (see the module docstring); True if it changed."""
     changed = False
-    for node, _x, _val in calls_on_tensors(g, _SUMS):
+    for node, _x, _val in calls_on_tensors(g, _SUMS + _ADDS + _SUBS):
         out = node.meta.get("val")
         if not isinstance(out, torch.Tensor) or not out.dtype.is_floating_point:
+            continue
+        if node.target not in _SUMS and not _adds_positive_zero(node):
             continue
         with g.inserting_after(node):
             is_zero = call_like(g, aten.eq.Scalar, (node, 0.0), out.to(torch.bool), node)

@@ -52,22 +52,25 @@ _SYNCHRONIZED = ("SubgroupReduce", "MatmulPromoteVectorize", "CooperativeMatrixV
 
 
 def fused_reduction_races(configured_ir: str) -> list[str]:
-    """``dispatch (pipeline): consumer line`` for each op that reads a reduction's result, in the
-    reduction's dispatch, with other threads than those that wrote it: in a dispatch whose SPIR-V
-    pipeline does not synchronize the two, where the reader is not an elementwise op that reads
-    each reduced element at the position the reduction wrote it (same parallel loops, in order)."""
+    """``dispatch (pipeline): reader line`` for each linalg op that reads (as input or as its
+    accumulator) a value another linalg op of its dispatch wrote, where the two may run on other
+    threads: in a dispatch whose SPIR-V pipeline does not synchronize ops, unless both reach the
+    value in their loop order (``_in_loop_order``). That pipeline tiles every op of the dispatch
+    with the root op's thread tile sizes by loop position, so element ``[i, j]`` is computed by
+    the same thread in both ops only when dim ``k`` of the value is loop ``k`` in both, and the
+    loops past the value's rank are reductions (not distributed)."""
     aliases = {m.group("alias"): m.group("pipeline") for m in _ALIAS.finditer(configured_ir)}
     maps = {m.group("alias"): _parse_map(m) for m in _MAP_ALIAS.finditer(configured_ir)}
     found: list[str] = []
     name, pipeline = "", ""
-    reductions: dict[str, list[bool]] = {}  # result -> per result: written in loop order
+    written: dict[str, list[bool]] = {}  # result -> per result: written in loop order
     for line in configured_ir.splitlines():
         func = _FUNC.match(line)
         if func is not None:
             inline = _INLINE.search(line)
             name = func.group("name")
             pipeline = inline.group("pipeline") if inline else aliases.get(func.group("info") or "", "")
-            reductions = {}
+            written = {}
             continue
         if not pipeline or pipeline in _SYNCHRONIZED:
             continue
@@ -75,28 +78,44 @@ def fused_reduction_races(configured_ir: str) -> list[str]:
         if d is None:
             continue
         rest = d.group("rest")
-        ins = _INS.search(rest)
+        ins, outs = _INS.search(rest), _OUTS.search(rest)
         operands = _VALUE.findall(ins.group("ins")) if ins else []
+        accumulators = _VALUE.findall(outs.group("outs")) if outs else []
         op_maps = _op_maps(rest, maps)
-        elementwise = d.group("op") == "generic" and '"reduction"' not in rest
-        for i, v in enumerate(operands):
+        iterators = _iterators(rest)
+        generic = d.group("op") == "generic"
+        for i, v in enumerate(operands + accumulators):
             base, _, number = v.partition("#")
-            if base not in reductions:
+            if base not in written:
                 continue
-            in_order = reductions[base][int(number or 0)] if int(number or 0) < len(reductions[base]) else False
-            own = in_order and elementwise and i < len(op_maps) and op_maps[i] is not None and \
-                op_maps[i][0] == op_maps[i][1]
-            if not own:
+            k = int(number or 0)
+            producer_ordered = k < len(written[base]) and written[base][k]
+            reader_ordered = (generic and i < len(op_maps) and _in_loop_order(op_maps[i], iterators)) or \
+                d.group("op") == "fill"
+            if not (producer_ordered and reader_ordered):
                 found.append(f"{name} ({pipeline}): {line.strip()[:300]}")
                 break
-        if d.group("op") == "generic" and '"reduction"' in rest:
-            outs = _OUTS.search(rest)
-            n_outs = len(_VALUE.findall(outs.group("outs"))) if outs else 1
-            iterators = re.findall(r'"(parallel|reduction)"', rest.split("iterator_types", 1)[1].split("]", 1)[0])
-            parallel = [f"d{k}" for k, it in enumerate(iterators) if it == "parallel"]
-            reductions[d.group("result")] = [
-                m is not None and m[1] == parallel for m in op_maps[len(op_maps) - n_outs:]]
+        if generic:
+            written[d.group("result")] = [_in_loop_order(m, iterators) for m in op_maps[len(operands):]]
+        elif not op_maps:  # a named op (a fill): its loops are its result's dims, in order
+            written[d.group("result")] = [d.group("op") == "fill"] * max(1, len(accumulators))
     return found
+
+
+def _iterators(rest: str) -> list[str]:
+    """A generic's iterator types, in loop order ([] for a named op)."""
+    if "iterator_types" not in rest:
+        return []
+    return re.findall(r'"(parallel|reduction)"', rest.split("iterator_types", 1)[1].split("]", 1)[0])
+
+
+def _in_loop_order(m: tuple[list[str], list[str]] | None, iterators: list[str]) -> bool:
+    """Whether an op with ``iterators`` reaches a value through map ``m`` with dim k as loop k, and
+    only reduction loops past the value's rank."""
+    if m is None:
+        return False
+    dims, exprs = m
+    return exprs == dims[:len(exprs)] and all(it == "reduction" for it in iterators[len(exprs):])
 
 
 def _parse_map(m: re.Match) -> tuple[list[str], list[str]]:
@@ -118,7 +137,8 @@ def _op_maps(rest: str, aliases: dict[str, tuple[list[str], list[str]]]) -> list
 
 def isolate_reductions(global_opt_ir: str) -> str | None:
     """``global_opt_ir`` (IREE's ``global-optimization`` phase) with a ``util.optimization_barrier``
-    on every used result of a ``linalg.generic`` reduction, or None where there is none."""
+    on every used result of a reduction (``_reduces``) and on each of its inputs another linalg op
+    computes, or None where there is none."""
     from iree.compiler import ir, passmanager
 
     with ir.Context(), ir.Location.unknown():
@@ -129,8 +149,19 @@ def isolate_reductions(global_opt_ir: str) -> str | None:
             module.operation)
         barriers = 0
         for op in _walk(module.operation):
-            if op.name != "linalg.generic" or "reduction" not in str(op.attributes["iterator_types"]):
+            if not _reduces(op):
                 continue
+            # Its inputs computed by other linalg ops (fills too: a kernel of ones), not its
+            # accumulators (a fill behind a barrier there becomes a splat IREE writes into in place
+            # and merges with others, see miscompiles.py: wrong values), and its results.
+            n_ins = len(op.operands) - len(op.results)
+            produced = [v for v in list(op.operands)[:n_ins] if isinstance(v.owner, ir.Operation | ir.OpView)
+                        and v.owner.name.startswith("linalg.")]
+            for value in produced:
+                barrier = ir.Operation.create("util.optimization_barrier", results=[value.type],
+                                              operands=[value], loc=op.location, ip=ir.InsertionPoint(op))
+                op.replace_uses_of_with(value, barrier.result)
+                barriers += 1
             for result in op.results:
                 if not list(result.uses):
                     continue
@@ -143,6 +174,14 @@ def isolate_reductions(global_opt_ir: str) -> str | None:
         if not barriers:
             return None
         return module.operation.get_asm(enable_debug_info=True)
+
+
+def _reduces(op) -> bool:  # noqa: ANN001 - an iree.compiler.ir operation
+    """A ``linalg.generic`` with a reduction loop, or a named linalg op other than a fill
+    (convolutions, contractions, pooling: each has reduction loops)."""
+    if not op.name.startswith("linalg.") or op.name in ("linalg.fill", "linalg.yield", "linalg.index"):
+        return False
+    return op.name != "linalg.generic" or "reduction" in str(op.attributes["iterator_types"])
 
 
 def _walk(op):  # noqa: ANN001, ANN202 - torch_mlir-free iree.compiler.ir operations
