@@ -1,32 +1,41 @@
-"""Keep a reduction out of its consumer's dispatch where IREE's SPIR-V code races.
+"""Keep ops that race in IREE's SPIR-V code out of one dispatch.
 
-IREE 3.13's SPIR-V code generation gives a dispatch that fuses a reduction
-with an op reading its result to the ``BaseDistribute`` pipeline when the
-reduced dim is not the innermost (``x - x.mean(1, keepdim=True)``,
-``softmax(x, 1)``, ``F.normalize(x, dim=1)``, ``x.amax(0)`` broadcast back).
-That pipeline distributes each op over the workgroup's threads on its own:
-thread ``t`` writes reduced element ``t`` into workgroup memory, then the
-consumer's loop, distributed over *its* dims, has each thread read every
-reduced element, with no barrier between the two loops. Threads read
-elements other threads have not written yet: on lavapipe
-``x - x.mean(1, keepdim=True)`` over ``[2, 4, 7, 9]`` was off by 2.06 in
-376 of 504 elements and ``softmax(x, 1)`` by 4e4 (the IR after
-``SPIRVTileAndDistributePass`` shows the two ``scf.for`` loops over one
-``memref.alloc`` in workgroup memory; ``GpuEliminateBarriers`` has none to
-keep). Innermost reductions take the ``SubgroupReduce`` pipeline, which
-synchronizes, and are right.
+IREE 3.13's SPIR-V code generation gives many dispatches the
+``BaseDistribute`` pipeline (a reduction over a dim that is not the innermost,
+an innermost one of a size its subgroup reduction does not take, a
+convolution on lavapipe). That pipeline tiles *each* op of the dispatch over
+the workgroup's threads on its own, with the root op's thread tile sizes
+applied by loop position, and puts no barrier between the ops. An op that
+reads a value another op of the dispatch wrote then reads elements other
+threads have not written yet:
 
-The compile writes its phases; on a SPIR-V target the ``executable-
-configurations`` phase shows each dispatch's pipeline, and a dispatch whose
-pipeline is neither ``SubgroupReduce`` nor a matmul pipeline and in which a
-reduction's result feeds another linalg op is a race (``fused_reduction_races``).
+* ``x - x.mean(1, keepdim=True)`` over ``[2, 4, 7, 9]`` was off by 2.06 in 376
+  of 504 elements, ``softmax(x, 1)`` by 4e4 (on lavapipe): thread ``t`` writes
+  reduced element ``t`` into workgroup memory, then the broadcasting
+  consumer's loop, distributed over *its* dims, reads every reduced element
+  (the IR after ``SPIRVTileAndDistributePass`` shows the two ``scf.for`` loops
+  over one ``memref.alloc``; ``GpuEliminateBarriers`` has none to keep);
+* a depthwise convolution whose channels are not a multiple of 8 came out
+  with zeros: its accumulator's zero fill is distributed over (channel, column)
+  and the convolution over (column, channel), so threads zeroed sums other
+  threads had accumulated.
+
+Element ``[i, j]`` is handled by one thread in both ops only where dim ``k``
+of the value is loop ``k`` in both and the loops past its rank are
+reductions (``_in_loop_order``); ``fused_reduction_races`` reads the
+``executable-configurations`` phase and lists every in-dispatch read that
+is not (innermost reductions take ``SubgroupReduce``, which synchronizes).
 Such a graph is compiled again from its ``global-optimization`` phase with a
-``util.optimization_barrier`` on every reduction result that another linalg op
-reads (``isolate_reductions``): dispatch formation cannot fuse across the
-barrier, so each reduction writes its result to memory in a dispatch of its
-own, and the consumer's dispatch reads it after the dispatch boundary (the
-synchronization the fused code lacked). Only graphs that race pay the second
-compile and the extra dispatches. A graph that still races is refused.
+``util.optimization_barrier`` on each reduction's (or convolution's,
+contraction's) results and on its inputs other linalg ops compute
+(``isolate_reductions``): dispatch formation cannot fuse across a barrier,
+so each of those values goes through memory between two dispatches, which
+the runtime orders. Only graphs that race pay the second compile and the
+extra dispatches. An accumulator's fill is not isolated (behind a barrier it
+becomes a splat IREE writes into in place and merges with other splats:
+wrong values, see miscompiles.py), so the depthwise case still races and is
+refused: it runs op by op. ``test/test_iree_correctness.py`` keeps a test
+that runs the racing form, so an IREE that fixes it shows up.
 """
 
 from __future__ import annotations
