@@ -25,6 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .mlir_walk import nested_operations
+
 __all__ = ["LIBM_CALLS", "LIBM_SOURCE", "call_libm"]
 
 #: This file's text, for the on-disk cache key of the modules it rewrites.
@@ -32,16 +34,6 @@ LIBM_SOURCE = Path(__file__).read_text()
 
 #: math op -> the C function of its float64 form (``f`` suffix for float32).
 LIBM_CALLS = {"math.log1p": "log1p", "math.expm1": "expm1", "math.tanh": "tanh", "math.erf": "erf"}
-
-
-def _ops(op: Any) -> list[Any]:
-    found = []
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                found.append(child.operation)
-                found.extend(_ops(child.operation))
-    return found
 
 
 def call_libm(module: Any) -> Any:
@@ -55,7 +47,7 @@ def call_libm(module: Any) -> Any:
         f32, f64 = ir.F32Type.get(), ir.F64Type.get()
         halves = (ir.F16Type.get(), ir.BF16Type.get())
         declared: set[str] = set()
-        for op in _ops(module.operation):
+        for op in nested_operations(module.operation):
             base = LIBM_CALLS.get(op.name)
             t = op.results[0].type if base is not None and len(op.operands) == 1 else None
             if t not in (f32, f64, *halves):

@@ -88,9 +88,10 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             refused = refusal(phases.get("flow", ""), config.target.target_backend, tuple(config.compile_flags))
             if refused is None and races:
                 refused = ("iree_refused_fused_reduction",
-                           "a reduction fused with an op reading its result, in a SPIR-V dispatch that does not "
-                           "synchronize them (IREE 3.13): threads read reduced values not yet written, wrong values, "
-                           "so the graph is not compiled", "\n".join(races))
+                           "ops fused in one SPIR-V dispatch that IREE 3.13 spreads over threads each on its own "
+                           "with no barrier between them (a reduction and an op reading its result, a fill and the "
+                           "convolution accumulating into it): threads would read values other threads have not "
+                           "written yet, wrong values, so the graph is not compiled", "\n".join(races))
             if refused is not None:
                 counter, why, evidence = refused
                 metrics.counter_add(counter)

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import re
 
+from ..mlir_walk import nested_operations
+
 #: ``#alias = #iree_codegen.translation_info<pipeline = #iree_gpu.spirv_pipeline<Name> ...``
 _ALIAS = re.compile(r"^(?P<alias>#[\w.$-]+)\s*=\s*#iree_codegen\.translation_info<pipeline\s*=\s*"
                     r"#iree_gpu\.spirv_pipeline<(?P<pipeline>\w+)>", re.M)
@@ -157,7 +159,7 @@ def isolate_reductions(global_opt_ir: str) -> str | None:
         passmanager.PassManager.parse("builtin.module(util.func(iree-codegen-decompose-softmax))").run(
             module.operation)
         barriers = 0
-        for op in _walk(module.operation):
+        for op in nested_operations(module.operation):
             if not _reduces(op):
                 continue
             # Its inputs computed by other linalg ops (fills too: a kernel of ones), not its
@@ -191,14 +193,3 @@ def _reduces(op) -> bool:  # noqa: ANN001 - an iree.compiler.ir operation
     if not op.name.startswith("linalg.") or op.name in ("linalg.fill", "linalg.yield", "linalg.index"):
         return False
     return op.name != "linalg.generic" or "reduction" in str(op.attributes["iterator_types"])
-
-
-def _walk(op):  # noqa: ANN001, ANN202 - torch_mlir-free iree.compiler.ir operations
-    """Every operation nested in ``op``, parents first (a copy: the walk may insert ops)."""
-    out = []
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                out.append(child.operation)
-                out.extend(_walk(child.operation))
-    return out
