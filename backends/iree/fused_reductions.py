@@ -74,7 +74,7 @@ def fused_reduction_races(configured_ir: str) -> list[str]:
     maps = {m.group("alias"): _parse_map(m) for m in _MAP_ALIAS.finditer(configured_ir)}
     found: list[str] = []
     name, pipeline = "", ""
-    written: dict[str, list[bool]] = {}  # result -> per result: written in loop order
+    written: dict[str, list[tuple[bool, bool]]] = {}  # result -> per result: (in loop order, by a reduction)
     for line in configured_ir.splitlines():
         func = _FUNC.match(line)
         if func is not None:
@@ -95,21 +95,29 @@ def fused_reduction_races(configured_ir: str) -> list[str]:
         op_maps = _op_maps(rest, maps)
         iterators = _iterators(rest)
         generic = d.group("op") == "generic"
+        reader_reduces = not generic or "reduction" in iterators
         for i, v in enumerate(operands + accumulators):
             base, _, number = v.partition("#")
             if base not in written:
                 continue
             k = int(number or 0)
-            producer_ordered = k < len(written[base]) and written[base][k]
+            producer_ordered, producer_reduces = written[base][k] if k < len(written[base]) else (False, True)
             reader_ordered = (generic and i < len(op_maps) and _in_loop_order(op_maps[i], iterators)) or \
                 d.group("op") == "fill"
-            if not (producer_ordered and reader_ordered):
+            fill_into_accumulator = i >= len(operands) and d.group("op") != "fill"
+            # Only where a reduction (or a convolution) is involved: an elementwise op reading another
+            # one's value out of loop order (a broadcast of a computed row) is common (integer pow,
+            # image preprocessing) and gave no wrong value; flagging it sent such graphs op by op.
+            if not (producer_ordered and reader_ordered) and (producer_reduces or reader_reduces
+                                                              or fill_into_accumulator):
                 found.append(f"{name} ({pipeline}): {line.strip()[:300]}")
                 break
         if generic:
-            written[d.group("result")] = [_in_loop_order(m, iterators) for m in op_maps[len(operands):]]
+            reduces = "reduction" in iterators
+            written[d.group("result")] = [(_in_loop_order(m, iterators), reduces) for m in op_maps[len(operands):]]
         elif not op_maps:  # a named op (a fill): its loops are its result's dims, in order
-            written[d.group("result")] = [d.group("op") == "fill"] * max(1, len(accumulators))
+            fill = d.group("op") == "fill"
+            written[d.group("result")] = [(fill, not fill)] * max(1, len(accumulators))
     return found
 
 
