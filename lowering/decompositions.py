@@ -1442,7 +1442,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,
                      aten.log10.default), real_input),
     aten.erfinv.default: _narrow_float_input,
-    aten.constant_pad_nd.default: lambda node: any(p < 0 for p in node.args[1]),
+    aten.constant_pad_nd.default: lambda node: any(isinstance(p, int) and p < 0 for p in node.args[1]),
     aten.convolution_backward.default: lambda node: convolutions.rewritten_backward(node.args),
     aten._adaptive_avg_pool2d.default: _uneven_adaptive_pool,
     aten._adaptive_avg_pool2d_backward.default: _uneven_adaptive_windows,
