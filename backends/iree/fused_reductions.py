@@ -24,7 +24,12 @@ Element ``[i, j]`` is handled by one thread in both ops only where dim ``k``
 of the value is loop ``k`` in both and the loops past its rank are
 reductions (``_in_loop_order``); ``fused_reduction_races`` reads the
 ``executable-configurations`` phase and lists every in-dispatch read that
-is not (innermost reductions take ``SubgroupReduce``, which synchronizes).
+is not, where a reduction, a convolution or an accumulator's fill is
+involved (innermost reductions take ``SubgroupReduce``, which synchronizes).
+An elementwise op reading another one's value out of loop order (a computed
+row broadcast over a matrix) is not listed: by the same rule it may race,
+but it never gave a wrong value here, and listing it sent common integer
+graphs op by op.
 Such a graph is compiled again from its ``global-optimization`` phase with a
 ``util.optimization_barrier`` on each reduction's (or convolution's,
 contraction's) results and on its inputs other linalg ops compute
