@@ -370,6 +370,8 @@ DECOMPOSED_OPS = (
     aten.erfinv.default,
     aten.im2col.default,
     aten.col2im.default,
+    aten.reflection_pad1d.default, aten.reflection_pad2d.default,
+    aten.reflection_pad1d_backward.default, aten.reflection_pad2d_backward.default,
     aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d_backward.default,
     # avg_pool3d's backward (``F.local_response_norm`` pools a 5-d view): imported, not lowered. The
     # transposed convolution avg_pool2d's backward is, in 3-d.
@@ -387,8 +389,6 @@ DECOMPOSED_OPS = (
     # reference) and the backward of a transposed convolution with ``output_padding`` (not lowered):
     # lowering/convolutions.py (_ONLY_WHEN: those forms).
     aten.convolution_backward.default,
-    aten.reflection_pad1d.default, aten.reflection_pad2d.default,
-    aten.reflection_pad1d_backward.default, aten.reflection_pad2d_backward.default,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
