@@ -74,16 +74,18 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
     backends = [config.target.target_backend]
     try:
         with metrics.timed(f"iree_compile:{config.target.target_backend}"):
-            vmfb, phases = _compile_with_phases(ic, mlir, input_type(form), backends, flags)
-            races = fused_reduction_races(phases.get("executable-configurations", "")) \
-                if config.target.target_backend == "vulkan-spirv" else []
+            spirv = config.target.target_backend == "vulkan-spirv"
+            wanted = ("flow", "executable-configurations", "global-optimization") if spirv else ("flow",)
+            vmfb, phases = _compile_with_phases(ic, mlir, input_type(form), backends, flags, wanted)
+            races = fused_reduction_races(phases.get("executable-configurations", "")) if spirv else []
             if races:
                 # Compile again from before dispatch formation, each reduction in a dispatch of its own.
                 isolated = isolate_reductions(phases["global-optimization"])
                 if isolated is not None:
                     metrics.counter_add("iree_isolated_reductions")
                     vmfb, phases = _compile_with_phases(
-                        ic, isolated, input_type(form), backends, flags + ["--compile-from=global-optimization"])
+                        ic, isolated, input_type(form), backends, flags + ["--compile-from=global-optimization"],
+                        wanted)
                     races = fused_reduction_races(phases.get("executable-configurations", ""))
             refused = refusal(phases.get("flow", ""), config.target.target_backend, tuple(config.compile_flags))
             if refused is None and races:
@@ -102,8 +104,8 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
 
 
 def _compile_with_phases(ic, mlir: str, kind: str, backends: list[str],  # noqa: ANN001 - iree.compiler
-                         flags: list[str]) -> tuple[bytes, dict[str, str]]:
-    """The vmfb and, by phase name, the IR iree-compile wrote after the phases it ran.
+                         flags: list[str], wanted: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
+    """The vmfb and, by phase name, the IR iree-compile wrote after the ``wanted`` phases.
 
     One iree-compile process that also writes its phases' IR, which is checked
     for code IREE turns into wrong values (miscompiles.py, fused_reductions.py).
@@ -114,13 +116,9 @@ def _compile_with_phases(ic, mlir: str, kind: str, backends: list[str],  # noqa:
         phases = {}
         for name in os.listdir(tmp):  # <source>.<n>.<phase>.mlir
             parts = name.split(".")
-            if len(parts) >= 3 and parts[-1] == "mlir" and parts[-2] in _PHASES_READ:
+            if len(parts) >= 3 and parts[-1] == "mlir" and parts[-2] in wanted:
                 phases[parts[-2]] = _read(os.path.join(tmp, name))
         return vmfb, phases
-
-
-#: The phases whose IR is checked (or reused); the others are not read back.
-_PHASES_READ = ("global-optimization", "flow", "executable-configurations")
 
 
 def _read(path: str) -> str:
