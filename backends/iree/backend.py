@@ -59,7 +59,17 @@ from lazy_mlir import lowering
 
 from ..disk_cache import DiskCache
 from ..mlir_backend import MlirBackend
-from . import aliasing, donation, dtypes, fused_reductions, miscompiles, rewrites, transfer
+from . import (
+    aliasing,
+    barriers,
+    donation,
+    dtypes,
+    fused_reductions,
+    miscompiles,
+    rewrites,
+    sign_extensions,
+    transfer,
+)
 from .aliasing import written_arguments
 from .compiler import IreeCompileError, compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
@@ -511,9 +521,8 @@ _ARTIFACT_FORMAT = "iree-artifact-5"
 #: The sources of the rules whose answers are cached with each vmfb (which
 #: arguments compiled code may write; which donations are safe; how the
 #: text is rewritten for IREE): editing one invalidates old entries by itself.
-_RULES_DIGEST = hashlib.sha256(
-    "".join(inspect.getsource(m) for m in (aliasing, donation, rewrites, miscompiles, fused_reductions)).encode()
-).hexdigest()[:16]
+_RULES = (aliasing, donation, rewrites, miscompiles, fused_reductions, barriers, sign_extensions)
+_RULES_DIGEST = hashlib.sha256("".join(inspect.getsource(m) for m in _RULES).encode()).hexdigest()[:16]
 
 
 def _pack_artifact(vmfb: bytes, written: frozenset[int], donated: Mapping[int, int]) -> bytes:

@@ -24,6 +24,7 @@ from lazy_core.backend import CompileError
 from .config import IreeConfig
 from .fused_reductions import fused_reduction_races, isolate_reductions
 from .miscompiles import refusal
+from .sign_extensions import cloned_sign_extensions, isolate_sign_extensions
 
 # "file:line:col: error: message" as iree-compile prints diagnostics, or the raw MLIR form.
 _DIAG = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):\d+: error: (?P<msg>.*)$", re.M)
@@ -77,16 +78,20 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             spirv = config.target.target_backend == "vulkan-spirv"
             wanted = ("flow", "executable-configurations", "global-optimization") if spirv else ("flow",)
             vmfb, phases = _compile_with_phases(ic, mlir, input_type(form), backends, flags, wanted)
-            races = fused_reduction_races(phases.get("executable-configurations", "")) if spirv else []
-            if races:
-                # Compile again from before dispatch formation, each reduction in a dispatch of its own.
-                isolated = isolate_reductions(phases["global-optimization"])
-                if isolated is not None:
-                    metrics.counter_add("iree_isolated_reductions")
+            races, extensions = _spirv_hazards(phases) if spirv else ([], [])
+            if races or extensions:
+                # Compile again from before dispatch formation, each hazard behind a barrier.
+                source = isolated = phases["global-optimization"]
+                for found, barriers, counter in ((races, isolate_reductions, "iree_isolated_reductions"),
+                                                 (extensions, isolate_sign_extensions, "iree_isolated_sign_extensions")):
+                    if found and (done := barriers(isolated)) is not None:
+                        isolated = done
+                        metrics.counter_add(counter)
+                if isolated is not source:
                     vmfb, phases = _compile_with_phases(
                         ic, isolated, input_type(form), backends, flags + ["--compile-from=global-optimization"],
                         wanted)
-                    races = fused_reduction_races(phases.get("executable-configurations", ""))
+                    races, extensions = _spirv_hazards(phases)
             refused = refusal(phases.get("flow", ""), config.target.target_backend, tuple(config.compile_flags))
             if refused is None and races:
                 refused = ("iree_refused_fused_reduction",
@@ -94,6 +99,10 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                            "with no barrier between them (a reduction and an op reading its result, a fill and the "
                            "convolution accumulating into it): threads would read values other threads have not "
                            "written yet, wrong values, so the graph is not compiled", "\n".join(races))
+            if refused is None and extensions:
+                refused = ("iree_refused_sign_extension",
+                           "a 32-to-64-bit sign extension IREE cloned into the dispatch that reads it: lavapipe "
+                           "compares such values with 0 wrongly, so the graph is not compiled", "\n".join(extensions))
             if refused is not None:
                 counter, why, evidence = refused
                 metrics.counter_add(counter)
@@ -101,6 +110,13 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             return vmfb
     except ic.CompilerToolError as e:
         raise IreeCompileError.from_diagnostics(str(e), mlir, config, func_name, form) from None
+
+
+def _spirv_hazards(phases: dict[str, str]) -> tuple[list[str], list[str]]:
+    """What a SPIR-V compile's ``executable-configurations`` phase holds that lavapipe would run
+    into wrong values: reductions raced by their consumers, cloned sign extensions."""
+    configured = phases.get("executable-configurations", "")
+    return fused_reduction_races(configured), cloned_sign_extensions(configured)
 
 
 def _compile_with_phases(ic, mlir: str, kind: str, backends: list[str],  # noqa: ANN001 - iree.compiler

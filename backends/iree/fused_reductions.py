@@ -31,7 +31,7 @@ row broadcast over a matrix) is not listed: by the same rule it may race,
 but it never gave a wrong value here, and listing it sent common integer
 graphs op by op.
 Such a graph is compiled again from its ``global-optimization`` phase with a
-``util.optimization_barrier`` on each reduction's (or convolution's,
+barrier (barriers.py) on each reduction's (or convolution's,
 contraction's) results and on its inputs other linalg ops compute
 (``isolate_reductions``): dispatch formation cannot fuse across a barrier,
 so each of those values goes through memory between two dispatches, which
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import re
 
-from ..mlir_walk import nested_operations
+from .barriers import isolate
 
 #: ``#alias = #iree_codegen.translation_info<pipeline = #iree_gpu.spirv_pipeline<Name> ...``
 _ALIAS = re.compile(r"^(?P<alias>#[\w.$-]+)\s*=\s*#iree_codegen\.translation_info<pipeline\s*=\s*"
@@ -160,44 +160,12 @@ def _op_maps(rest: str, aliases: dict[str, tuple[list[str], list[str]]]) -> list
 
 
 def isolate_reductions(global_opt_ir: str) -> str | None:
-    """``global_opt_ir`` (IREE's ``global-optimization`` phase) with a ``util.optimization_barrier``
+    """``global_opt_ir`` (IREE's ``global-optimization`` phase) with a barrier (barriers.py)
     on every used result of a reduction (``_reduces``) and on each of its inputs another linalg op
-    computes, or None where there is none."""
-    from iree.compiler import ir, passmanager
-
-    with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(global_opt_ir)
-        # IREE raises softmax-shaped code into ``linalg.softmax`` before this phase and expands it
-        # again during code generation, inside one dispatch: expand it here so its reductions show.
-        passmanager.PassManager.parse("builtin.module(util.func(iree-codegen-decompose-softmax))").run(
-            module.operation)
-        barriers = 0
-        for op in nested_operations(module.operation):
-            if not _reduces(op):
-                continue
-            # Its inputs computed by other linalg ops (fills too: a kernel of ones), not its
-            # accumulators (a fill behind a barrier there becomes a splat IREE writes into in place
-            # and merges with others, see miscompiles.py: wrong values), and its results.
-            n_ins = len(op.operands) - len(op.results)
-            produced = [v for v in list(op.operands)[:n_ins] if isinstance(v.owner, ir.Operation | ir.OpView)
-                        and v.owner.name.startswith("linalg.")]
-            for value in produced:
-                barrier = ir.Operation.create("util.optimization_barrier", results=[value.type],
-                                              operands=[value], loc=op.location, ip=ir.InsertionPoint(op))
-                op.replace_uses_of_with(value, barrier.result)
-                barriers += 1
-            for result in op.results:
-                if not list(result.uses):
-                    continue
-                # Every use, not only linalg ones: a reshape between the two fuses as well.
-                barrier = ir.Operation.create("util.optimization_barrier", results=[result.type],
-                                              operands=[result], loc=op.location,
-                                              ip=ir.InsertionPoint.after(op))
-                result.replace_all_uses_except(barrier.result, barrier)
-                barriers += 1
-        if not barriers:
-            return None
-        return module.operation.get_asm(enable_debug_info=True)
+    computes, or None where there is none. Its inputs: fills too (a kernel of ones), not its
+    accumulators (a fill behind a barrier there becomes a splat IREE writes into in place and merges
+    with others, see miscompiles.py: wrong values). Softmax is expanded first so its reductions show."""
+    return isolate(global_opt_ir, results_of=_reduces, inputs_of=_reduces, expand_softmax=True)
 
 
 def _reduces(op) -> bool:  # noqa: ANN001 - an iree.compiler.ir operation
