@@ -379,6 +379,22 @@ def test_a_sign_extended_integer_compares_with_zero_like_eager(name: str, monkey
         assert lazy_core.metrics.counter("iree_isolated_sign_extensions") == 2, lazy_core.metrics.counters()
 
 
+@pytest.mark.skipif("iree-vulkan" not in requested_backends(), reason="iree-vulkan not requested")
+def test_an_isolated_reduction_still_compiles_with_dynamic_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind ``util.optimization_barrier`` every dynamic-shape compile of an isolated graph failed
+    ("'tensor.dim' op unexpected during shape cleanup") and each new size compiled statically;
+    backends/iree/barriers.py uses a barrier that carries the sizes."""
+    monkeypatch.setenv("LAZY_STRICT", "1")
+    use_backend("iree-vulkan")
+    for n in (3, 5, 7):
+        x = torch.randn(n, 4, 9, generator=torch.Generator().manual_seed(n))
+        xl = x.to("lazy")
+        torch.testing.assert_close((xl - xl.mean(1, keepdim=True)).cpu(), x - x.mean(1, keepdim=True))
+    counters = lazy_core.metrics.counters()
+    assert counters.get("dynamic_compile") == 1 and counters.get("dynamic_reuse") == 1, counters
+    assert "dynamic_compile_error" not in counters and counters.get("iree_isolated_reductions") == 2, counters
+
+
 _SIGN_EXTENSION_READ_BY_A_COMPARE = """#map = affine_map<(d0) -> (d0)>
 func.func @f(%x: tensor<6xi32>) -> (tensor<6xi64>, tensor<6xi1>) {
   %c0 = arith.constant 0 : i64
