@@ -275,6 +275,48 @@ def _guard_embedding_backward(b: _Bound, op: str, loc: Any) -> None:
     b.set("indices", _safe_index(b.get("indices"), 0, n, _Site(IndexError, "index out of range in self", op, loc)))
 
 
+def _embedding_bag_site(n: int, mode: int, op: str, loc: Any) -> _Site:
+    # The CPU kernels word it by mode and name the value; the value is on the device.
+    if mode == 2:
+        return _Site(RuntimeError, "embedding_bag: Expected idx >= 0 && idx < num_embeddings", op, loc)
+    return _Site(RuntimeError, f"an index of input is not in the valid range [0, {n})", op, loc)
+
+
+def _guard_embedding_bag(b: _Bound, op: str, loc: Any) -> None:
+    """Indices in range, ``offsets[0] == 0``, offsets not decreasing and not past the indices'
+    length (lowering/embedding_bag.py reads bags off the offsets by comparison, so bad offsets are
+    safe to run but not a value eager would give; eager's ``max`` mode runs decreasing offsets,
+    ``sum`` raises)."""
+    weight, indices, offsets = b.get("weight"), b.get("indices"), b.get("offsets")
+    if weight.dim() != 2 or indices.dim() != 1:
+        return  # eager's shape errors at the call
+    b.set("indices", _safe_index(indices, 0, weight.shape[0], _embedding_bag_site(weight.shape[0], b.get("mode"),
+                                                                                 op, loc)))
+    if not _is_lazy(offsets) or offsets.dim() != 1 or offsets.numel() == 0:
+        return
+    v = offsets._lz_value()
+    first = _op(aten.ne.Scalar, (_op(aten.select.int, (v, 0, 0), loc), 0), loc)
+    _fold(first, _Site(RuntimeError, "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to "
+                       "start from position 0.", op, loc))
+    bad = first
+    if offsets.numel() > 1:
+        later, earlier = _op(aten.slice.Tensor, (v, 0, 1), loc), _op(aten.slice.Tensor, (v, 0, 0, -1), loc)
+        decreasing = _op(aten.any.default, (_op(aten.lt.Tensor, (later, earlier), loc),), loc)
+        _fold(decreasing, _Site(RuntimeError, "Expected i < index_size to be true, but got false.", op, loc))
+        bad = _op(aten.logical_or.default, (bad, decreasing), loc)
+    past = _op(aten.gt.Scalar, (_op(aten.select.int, (v, 0, -1), loc), indices.shape[0]), loc)
+    _fold(past, _Site(RuntimeError, f"offsets[-1] can not be greater than input's length {indices.shape[0]}",
+                      op, loc))
+    # Offsets the kernel accepts (one bag of everything) where they are bad: the eager backend runs
+    # the CPU kernel, which would raise its own error first.
+    b.set("offsets", _op(aten.masked_fill.Scalar, (v, _op(aten.logical_or.default, (bad, past), loc), 0), loc))
+
+
+def _guard_embedding_bag_backward(b: _Bound, op: str, loc: Any) -> None:
+    n = b.get("num_weights") if b.has("num_weights") else b.get("weight").shape[0]
+    b.set("indices", _safe_index(b.get("indices"), 0, n, _embedding_bag_site(n, b.get("mode"), op, loc)))
+
+
 def _guard_nll(b: _Bound, op: str, loc: Any) -> None:
     self = b.get("self")
     n = self.shape[1] if self.dim() >= 2 else self.shape[0]
@@ -456,6 +498,10 @@ def _guard_linalg_errors(b: _Bound, op: str, loc: Any) -> None:
 _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "embedding": _guard_embedding,
     "embedding_dense_backward": _guard_embedding_backward,
+    "_embedding_bag": _guard_embedding_bag,
+    "_embedding_bag_forward_only": _guard_embedding_bag,
+    "_embedding_bag_backward": _guard_embedding_bag_backward,
+    "_embedding_bag_per_sample_weights_backward": _guard_embedding_bag_backward,
     "index_select": _guard_dim_index(IndexError, plain="index out of range in self", dim1_kernel=True),
     "gather": _guard_dim_index(RuntimeError),
     "scatter": _guard_dim_index(RuntimeError),

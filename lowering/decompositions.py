@@ -24,7 +24,7 @@ from torch.fx import Node as FxNode
 
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
-from . import convolutions, gathers, trig
+from . import convolutions, embedding_bag, gathers, trig
 from .elu import celu, elu
 from .erfinv import erfinv
 from .hyperbolic import acosh, asinh, atanh, sinh
@@ -72,6 +72,8 @@ _ZERO_DIM_REDUCTIONS = (
 
 #: ``torch.norm``'s overloads, decomposed as ``linalg_vector_norm`` is for an infinite order.
 _NORMS = (aten.norm.Scalar, aten.norm.ScalarOpt_dim, aten.norm.ScalarOpt_dtype, aten.norm.ScalarOpt_dim_dtype)
+
+_EMBEDDING_BAGS = (aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
 
 DECOMPOSED_OPS = (
     # Nearest upsampling: torch-mlir 20261001 lowers ``upsample_nearest2d`` with
@@ -389,6 +391,11 @@ DECOMPOSED_OPS = (
     # reference) and the backward of a transposed convolution with ``output_padding`` (not lowered):
     # lowering/convolutions.py (_ONLY_WHEN: those forms).
     aten.convolution_backward.default,
+    # ``F.embedding_bag``/``nn.EmbeddingBag`` and its backwards: no lowering in torch-mlir; gathers
+    # and scatter-adds (lowering/embedding_bag.py; _ONLY_WHEN: 1-d indices, dense gradients).
+    *_EMBEDDING_BAGS,
+    aten._embedding_bag_backward.default,
+    aten._embedding_bag_per_sample_weights_backward.default,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -720,6 +727,24 @@ def _uneven_adaptive_windows(node: Node) -> bool:
     """An adaptive pooling backward whose input size is not a multiple of its output size."""
     grad, x = node.args[0], node.args[1]
     return any(i % o for i, o in zip(x.meta.shape[-2:], grad.meta.shape[-2:], strict=True))
+
+
+def _plain_embedding_bag(node: Node) -> bool:
+    """An embedding bag (or its backward) over 1-d indices and at least one bag, with a dense
+    gradient not scaled by frequency: PyTorch's CPU kernel scaled ``[0, 4, 0, 0, 2, 4]``'s index 2
+    by 1/3, not by its frequency, so that form keeps the op (and runs op by op)."""
+    names = [a.name for a in node.op._schema.arguments]
+
+    def arg(name: str, default: Any) -> Any:
+        i = names.index(name) if name in names else -1
+        return node.kwargs.get(name, node.args[i] if 0 <= i < len(node.args) else default)
+
+    indices, offsets = arg("indices", None), arg("offsets", None)
+    grad = arg("grad", None)
+    return (isinstance(indices, Output) and len(indices.meta.shape) == 1 and indices.meta.shape[0] > 0
+            and isinstance(offsets, Output) and len(offsets.meta.shape) == 1 and offsets.meta.shape[0] > 0
+            and not arg("sparse", False) and not arg("scale_grad_by_freq", False)
+            and (grad is None or (isinstance(grad, Output) and grad.meta.shape[0] > 0)))
 
 
 def _in_dtype_of(x: torch.Tensor, bound: Any) -> torch.Tensor:
@@ -1381,6 +1406,9 @@ def _table() -> dict[Any, Callable]:
     table[aten.reflection_pad1d.default] = table[aten.reflection_pad2d.default] = gathers.reflection_pad
     table[aten.reflection_pad1d_backward.default] = gathers.reflection_pad_backward
     table[aten.reflection_pad2d_backward.default] = gathers.reflection_pad_backward
+    table.update(dict.fromkeys(_EMBEDDING_BAGS, embedding_bag.embedding_bag))
+    table[aten._embedding_bag_backward.default] = embedding_bag.embedding_bag_backward
+    table[aten._embedding_bag_per_sample_weights_backward.default] = embedding_bag.per_sample_weights_backward
     table.update(_nan_table())
     return table
 
@@ -1446,6 +1474,9 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.convolution_backward.default: lambda node: convolutions.rewritten_backward(node.args),
     aten._adaptive_avg_pool2d.default: _uneven_adaptive_pool,
     aten._adaptive_avg_pool2d_backward.default: _uneven_adaptive_windows,
+    **dict.fromkeys(_EMBEDDING_BAGS, _plain_embedding_bag),
+    aten._embedding_bag_backward.default: _plain_embedding_bag,
+    aten._embedding_bag_per_sample_weights_backward.default: _plain_embedding_bag,
 }
 
 

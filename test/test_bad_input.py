@@ -78,11 +78,24 @@ def cases(good):
         ("max_unpool2d", lambda d: F.max_unpool2d(UNPOOL.to(d), unpool_idx.to(d), 2)),
         ("put_", lambda d: W.clone().to(d).put_(torch.tensor([14 if good else 15]).to(d), torch.ones(1).to(d))),
         ("select_scatter", lambda d: torch.select_scatter(W.to(d), torch.ones(3).to(d), 0, 4 if good else 5)),
+        # Compiled since lowering/embedding_bag.py: its checks (lazy_core/checks.py).
+        ("embedding_bag", lambda d: F.embedding_bag(big.to(d), W.to(d), torch.tensor([0, 1]).to(d))),
+        ("embedding_bag_max", lambda d: F.embedding_bag(neg.to(d), W.to(d), torch.tensor([0]).to(d), mode="max")),
+        ("embedding_bag_backward", lambda d: _bag_grad(far, torch.tensor([0, 1]), d)),
+        ("embedding_bag_first_offset", lambda d: F.embedding_bag(
+            torch.tensor([0, 4]).to(d), W.to(d), torch.tensor([0 if good else 1]).to(d), mode="mean")),
+        ("embedding_bag_last_offset", lambda d: F.embedding_bag(
+            torch.tensor([0, 4]).to(d), W.to(d), torch.tensor([0, 2 if good else 3]).to(d), include_last_offset=True)),
     ]
 
 def _emb_grad(idx, d):
     w = W.clone().to(d).requires_grad_()
     F.embedding(idx.to(d), w).sum().backward()
+    return w.grad
+
+def _bag_grad(idx, offsets, d):
+    w = W.clone().to(d).requires_grad_()
+    F.embedding_bag(idx.to(d), w, offsets.to(d)).sum().backward()
     return w.grad
 
 def run(fn, dev):
@@ -185,7 +198,7 @@ def _child(script: str, backend: str) -> list[dict]:
 def test_bad_indices_and_divisors_raise_like_eager(backend_name: str) -> None:
     rows = _child(_CHILD, backend_name)
     bad = [r for r in rows if "cpu" in r]
-    assert len(bad) == 29, rows
+    assert len(bad) == 34, rows
     wrong = [r for r in bad if r["cpu"] == "ok" or r["lazy"] != r["cpu"]]
     assert not wrong, f"lazy did not raise eager's error type: {wrong}"
     good = [r for r in rows if r["case"].startswith("good_")]

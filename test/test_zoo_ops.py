@@ -333,6 +333,53 @@ def test_forms_that_failed_to_compile_match_eager(name: str, case: str) -> None:
     assert not _fallbacks(), _fallbacks()
 
 
+#: ``F.embedding_bag`` keyword arguments: each mode, weights, padding, a last offset, empty bags.
+_EMBEDDING_BAGS = [
+    {"mode": "sum"}, {"mode": "mean"}, {"mode": "max"}, {"mode": "sum", "per_sample_weights": True},
+    {"mode": "mean", "padding_idx": 9}, {"mode": "sum", "include_last_offset": True},
+    {"mode": "max", "padding_idx": 2},
+]
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_embedding_bag_matches_eager(name: str) -> None:
+    """``F.embedding_bag``/``nn.EmbeddingBag`` had no torch-mlir lowering: every graph holding one
+    ran op by op (tools/nn_sweep.py). lowering/embedding_bag.py: every mode, per-sample weights,
+    ``padding_idx``, ``include_last_offset``, empty bags, a NaN and ties in ``max`` (the CPU keeps
+    the first row of a bag on ties and a NaN only as the first row); values, the weight's and the
+    weights' gradients, in one strict graph."""
+    use_backend(name)
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(10, 4, generator=gen)
+    weight[5, 1] = float("nan")  # first in bag 3: kept; bag 0 never sees it
+    weight[4, 2] = weight[1, 2]  # a tie in bag 3
+    weight[7, 0] = float("nan")  # not first in its bag: ignored by max
+    indices = torch.tensor([0, 2, 5, 1, 4, 9, 7, 3])
+    offsets = torch.tensor([0, 2, 2, 5])
+    sample_weights = torch.rand(8, generator=gen)
+    results = []
+    for device in ("cpu", "lazy"):
+        w = weight.clone().to(device).requires_grad_()
+        psw = sample_weights.clone().to(device).requires_grad_()
+        outs = []
+        for kwargs in _EMBEDDING_BAGS:
+            kwargs = dict(kwargs)
+            per_sample = psw if kwargs.pop("per_sample_weights", False) else None
+            # The last offset ends the last bag (eager's backward reads past its bags otherwise).
+            bags = torch.cat([offsets, torch.tensor([8])]) if kwargs.get("include_last_offset") else offsets
+            out = torch.nn.functional.embedding_bag(indices.to(device), w, bags.to(device),
+                                                    per_sample_weights=per_sample, **kwargs)
+            outs.append(out)
+        sum(torch.nan_to_num(o, nan=0.0).pow(2).sum() for o in outs).backward()
+        results.append(([o.detach().cpu() for o in outs], w.grad.cpu(), psw.grad.cpu()))
+    (want, want_w, want_p), (got, got_w, got_p) = results
+    for kwargs, g, e in zip(_EMBEDDING_BAGS, got, want, strict=True):
+        torch.testing.assert_close(g, e, equal_nan=True, msg=lambda m, k=kwargs: f"{k}: {m}")
+    torch.testing.assert_close(got_w, want_w, equal_nan=True)
+    torch.testing.assert_close(got_p, want_p, equal_nan=True)
+    assert not _fallbacks(), _fallbacks()
+
+
 @pytest.mark.parametrize("name", requested_backends())
 @pytest.mark.parametrize("dims", [2, 1])
 def test_transposed_convolution_with_output_padding_trains(name: str, dims: int) -> None:
