@@ -30,7 +30,7 @@ from torch import nn
 import lazy_core
 from lazy_core import metrics
 
-BACKENDS = ["reference", "iree-cpu"]
+BACKENDS = ["reference", "iree-cpu", "iree-vulkan"]
 VOCAB, SEQ, BATCH = 32, 6, 2
 
 #: HF reads these in Python to decide the mask's form: one tiny graph each.
@@ -283,11 +283,25 @@ FAST = {("dropout-mlp", "reference"), ("dropout-mlp", "iree-cpu"), ("bert", "ire
         ("resnet-bn", "reference"), ("lstm-lm", "reference")}
 
 
+#: Known failures on iree-vulkan (every iree-vulkan model is ``slow``: ``pytest -m slow -k iree-vulkan``).
+VULKAN_XFAIL = {
+    # The check value read back at T5's second mask read was 0x0101010101010101 (eight bytes of
+    # ``True``): an int64 result read from a bool's bytes, a wrong value not yet found at its root.
+    "t5": "iree-vulkan read an int64 result from a bool's bytes (0x0101010101010101) at T5's mask read",
+    # The RNN's zero initial state is a matmul with a constant zero operand: refused on Vulkan
+    # (lavapipe folds x * 0.0 to 0, miscompiles.py), so the step runs op by op.
+    "lstm-lm": "a matmul with the zero initial state is refused on iree-vulkan (op by op)",
+    "gru-lm": "a matmul with the zero initial state is refused on iree-vulkan (op by op)",
+}
+
+
 def _params() -> list:
     out = []
     for name in CASES:
         for backend in BACKENDS:
             marks = [] if (name, backend) in FAST else [pytest.mark.slow]
+            if backend == "iree-vulkan" and name in VULKAN_XFAIL:
+                marks.append(pytest.mark.xfail(strict=True, reason=VULKAN_XFAIL[name]))
             out.append(pytest.param(name, backend, id=f"{name}-{backend}", marks=marks))
     return out
 
