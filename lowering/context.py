@@ -106,13 +106,13 @@ class LoweringContext:
         self._values: dict[tuple[int, int], Any] = {}
         self._fx = Graph()
         # Float scalar parameters' item nodes -> their element select, and the
-        # int versions made from them (see _int_scalars).
+        # versions in a result dtype made from them (see _scalars_in_result_dtype).
         self._float_selects: dict[Any, Any] = {}
         # Every scalar parameter's item node -> its element select, and bf16-rounded
         # versions of the items (bf16 emulation, see _round_bf16_operands).
         self._selects: dict[Any, Any] = {}
         self._bf16_items: dict[Any, Any] = {}
-        self._int_items: dict[Any, Any] = {}
+        self._cast_items: dict[tuple[Any, torch.dtype], Any] = {}
 
     def _value(self, out: Output) -> Any:
         return self._values[id(out.node), out.index]
@@ -291,7 +291,7 @@ class LoweringContext:
         call_args = canonical_args(node, self._map(node.args))
         call_kwargs = {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)}
         if self._float_selects and node.op in _CASTS_SCALAR_TO_SELF:
-            call_args, call_kwargs = self._int_scalars(node, call_args, call_kwargs)
+            call_args, call_kwargs = self._scalars_in_result_dtype(node, call_args, call_kwargs)
         if self.emulate_bf16 and node.metas and node.metas[0] is not None and node.metas[0].dtype == torch.bfloat16:
             call_args, call_kwargs = self._round_bf16_operands(node, call_args, call_kwargs, trace)
         metas = [bf16.emulated(m) if self.emulate_bf16 and m is not None else m for m in node.metas]
@@ -414,31 +414,46 @@ class LoweringContext:
         bits = bf16.to_bits(emit, x, source.meta)
         return bits if other == torch.int16 else bf16.bitcast(emit, bits, meta._replace(dtype=torch.int16), other)
 
-    def _int_scalars(self, node: Node, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    def _scalars_in_result_dtype(self, node: Node, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """A float scalar parameter that an op casts to its integer result type
         (``F.pad(labels, value=-100)``: PyTorch passes the value as a float)
         is converted while still a tensor (f64 -> i64, truncating like the
         op's cast) and read as an int. IREE cannot compile the scalar
         ``arith.fptosi f64 -> i64`` the op's own cast would become, which
-        sent every causal-LM step (GPT-2's loss pads its labels) to the CPU."""
+        sent every causal-LM step (GPT-2's loss pads its labels) to the CPU.
+
+        A pad value of a float32 or float16 result is converted the same way
+        (f64 -> that dtype, read back): ``constant_pad_nd``'s own cast of it
+        otherwise became an ``arith.truncf f64 -> f32`` inside the dispatch
+        the pad fuses into, which IREE refuses ("failed to legalize operation
+        'arith.truncf'"; ``F.pad(x, value=0.5)`` beside a ``masked_fill``).
+        Rounding once from f64 is what the op does either way. Only the pad:
+        converting fills too let IREE fold constant fills into reductions the
+        backend then refused (count_nonzero of ``torch.full``)."""
         meta = node.metas[0] if node.metas else None
-        if meta is None or meta.dtype.is_floating_point or meta.dtype.is_complex or meta.dtype == torch.bool:
+        if meta is None or meta.dtype.is_complex or meta.dtype == torch.bool:
             return args, kwargs
+        dtype = torch.int64
+        if meta.dtype.is_floating_point:
+            if node.op is not torch.ops.aten.constant_pad_nd.default or meta.dtype not in (torch.float32, torch.float16):
+                return args, kwargs
+            dtype = meta.dtype
 
         def conv(x: Any) -> Any:
             select = self._float_selects.get(x) if not isinstance(x, list | tuple) else None
             if select is None:
                 return x
-            item = self._int_items.get(x)
+            item = self._cast_items.get((x, dtype))
             if item is None:
                 g = self._fx
-                cast = g.call_function(torch.ops.aten._to_copy.default, (select,), {"dtype": torch.int64})
-                _set_meta(cast, _meta_tensor(TensorMeta((), torch.int64, ())))
+                cast = g.call_function(torch.ops.aten._to_copy.default, (select,), {"dtype": dtype})
+                _set_meta(cast, _meta_tensor(TensorMeta((), dtype, ())))
                 item = g.call_function(torch.ops.aten.item.default, (cast,))
-                item.meta["val"] = int(x.meta["val"])
+                value = x.meta["val"]
+                item.meta["val"] = int(value) if dtype == torch.int64 else float(torch.tensor(value, dtype=dtype))
                 if "stack_trace" in x.meta:
                     cast.meta["stack_trace"] = item.meta["stack_trace"] = x.meta["stack_trace"]
-                self._int_items[x] = item
+                self._cast_items[x, dtype] = item
             return item
 
         return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
@@ -503,7 +518,7 @@ def _views_bf16(node: Node) -> bool:
 
 #: Ops that cast their Scalar argument to ``self``'s dtype (the value fills
 #: or pads an integer tensor): a float scalar parameter feeding one with an
-#: integer result is passed as an int (``LoweringContext._int_scalars``).
+#: integer result is passed as an int (``LoweringContext._scalars_in_result_dtype``).
 _CASTS_SCALAR_TO_SELF = frozenset({
     torch.ops.aten.constant_pad_nd.default,
     torch.ops.aten.fill.Scalar,

@@ -302,6 +302,10 @@ _ONCE_UNCOMPILED = {
     "bce_logits_pos_weight": (lambda x: torch.nn.functional.binary_cross_entropy_with_logits(
         x, _fixed((2, 4, 7, 9), x.device).gt(0).float(), pos_weight=_fixed((9,), x.device).abs()), (2, 4, 7, 9)),
     "hardswish": (lambda x: torch.nn.functional.hardswish(x * 4), (2, 3, 7, 9)),
+    # iree-cpu and iree-vulkan: the pad value, a float scalar parameter, was cast f64 -> f32 inside
+    # the dispatch the pad fused into, which IREE refused (lowering/context.py converts it first).
+    "pad_and_fill_values": (lambda x: torch.nn.functional.pad(x, (1, 2, 0, 1), value=0.5).masked_fill(
+        _fixed((2, 3, 8, 12), x.device) > 1, 2.5), (2, 3, 7, 9)),
 }
 
 
