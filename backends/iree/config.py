@@ -98,6 +98,18 @@ Defaults per target:
   ``docs/iree-performance.md``).
   Graphs without convolutions compile to the same code.
   ``--iree-global-opt-use-im2col-for-convs=false`` turns it off.
+* vulkan-spirv: ``--iree-hal-memoization=false``. IREE records a graph's
+  command buffers once, when the module loads, and replays them each call
+  with that call's buffers. On iree-vulkan (IREE 3.13, lavapipe) a replay
+  wrote into memory a buffer of an earlier call had held: once freed, that
+  memory belonged to a tensor uploaded since, so a later call overwrote the
+  first 8 bytes of live inputs (the uploaded ``arange`` of T5's masks read
+  0x0101010101010101, the bytes of a bool mask; an int64 check value read an
+  intermediate's floats) while every result of that call was right. Found by
+  the model zoo's T5 on iree-vulkan. With every upload, result and staging
+  buffer kept alive, or with this flag (or
+  ``--iree-hal-indirect-command-buffers=false``), the inputs stayed intact:
+  commands are then recorded with each call's own buffers.
 * vulkan-spirv: on Mesa's lavapipe ``--iree-vulkan-target=llvmpipe``. IREE's
   default Vulkan target (a mobile baseline without 16-bit storage) emulates
   f16 buffers and gets them wrong on lavapipe, and lacks f64. On other Vulkan
@@ -147,8 +159,10 @@ class TargetSpec:
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
                  (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"))
+#: Replayed (memoized) command buffers wrote into freed memory on Vulkan (the module docstring).
+_NO_MEMOIZATION = "--iree-hal-memoization=false"
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
-                    _CORRECTNESS, int64_extrema=True, nan_checked_extrema=True, positive_zero_sums=True)
+                    (*_CORRECTNESS, _NO_MEMOIZATION), int64_extrema=True, nan_checked_extrema=True, positive_zero_sums=True)
 CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
