@@ -44,6 +44,8 @@ from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
 
 aten = torch.ops.aten
 
+_MEDIANS = (aten.median.dim, aten.median.default)
+
 #: Ops lowered through the NaN-aware decompositions at the end of this file.
 NAN_DECOMPOSED_OPS = (
     aten.clamp.default,
@@ -62,6 +64,11 @@ NAN_DECOMPOSED_OPS = (
     # has no lowering for ``sort.stable`` (every such graph failed).
     aten.sort.stable,
     aten.topk.default,
+    # ``median``: no torch-dialect op, so every graph holding one was cut around an eager call.
+    # Through the NaN-aware sort (_ONLY_WHEN: a non-empty reduction; eager raises or returns a
+    # filler for empty ones, which the eager call keeps). ``nanmedian`` stays eager: for an all-NaN
+    # row the CPU kernel's index is wherever its nth_element left a NaN (5 of 7 in one test).
+    *_MEDIANS,
 )
 
 _ZERO_DIM_REDUCTIONS = (
@@ -727,6 +734,13 @@ def _uneven_adaptive_windows(node: Node) -> bool:
     """An adaptive pooling backward whose input size is not a multiple of its output size."""
     grad, x = node.args[0], node.args[1]
     return any(i % o for i, o in zip(x.meta.shape[-2:], grad.meta.shape[-2:], strict=True))
+
+
+def _nonempty_median(node: Node) -> bool:
+    """A median over a non-empty row of a non-empty tensor: eager raises for an empty reduced
+    dim (the meta kernel does not) and returns NaN or int64's minimum for an empty tensor."""
+    x = node.args[0]
+    return isinstance(x, Output) and all(s != 0 for s in x.meta.shape)
 
 
 def _plain_embedding_bag(node: Node) -> bool:
@@ -1477,6 +1491,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys(_EMBEDDING_BAGS, _plain_embedding_bag),
     aten._embedding_bag_backward.default: _plain_embedding_bag,
     aten._embedding_bag_per_sample_weights_backward.default: _plain_embedding_bag,
+    **dict.fromkeys(_MEDIANS, _nonempty_median),
 }
 
 
@@ -1717,6 +1732,12 @@ def _sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[tor
     """
     if x.dim() == 0:
         return x.clone(), x.new_zeros((), dtype=torch.int64)
+    if x.dim() == 1:
+        # A 1-d sort crashed iree-compile for iree-vulkan (signal 11 in
+        # GPUDistributeSharedMemoryCopyPass) and its graph ran op by op; one row of a 2-d
+        # sort compiles.
+        values, indices = _sort(x.unsqueeze(0), 1, descending)
+        return values.squeeze(0), indices.squeeze(0)
     if x.dtype == torch.bool:
         # torch-mlir compares i1 as signed (True is -1): ``mask.sort()`` put
         # True first. Sorted as uint8 (False < True), turned back to bool.
@@ -1767,6 +1788,33 @@ def _topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True,
     return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
 
 
+def _median(x: torch.Tensor) -> torch.Tensor:
+    return _median_dim(x.reshape(-1), 0)[0]
+
+
+def _median_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The lower median along ``dim`` (the ``(n - 1) // 2``-th smallest) and its index, as the CPU
+    kernel picks them: read from the stable NaN-last sort (``_sort``); among equal numbers the
+    kernel breaks ties by index, as a stable sort does (checked against eager on 2,000 tie-heavy
+    rows: no difference). A NaN in the row makes the median NaN with the index of the row's first
+    NaN, which the stable sort puts first among the NaNs."""
+    if x.dim() == 0:
+        return x.clone(), x.new_zeros((), dtype=torch.int64)
+    d = dim % x.dim()
+    n = x.shape[d]
+    values, indices = _sort(x, d)
+    if not x.is_floating_point():
+        k = (n - 1) // 2
+        values, indices = values.narrow(d, k, 1), indices.narrow(d, k, 1)
+    else:
+        nans = torch.isnan(x).sum(d, keepdim=True)
+        at = torch.where(nans > 0, n - nans, (n - 1) // 2)
+        values, indices = values.gather(d, at), indices.gather(d, at)
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return values, indices
+
+
 def _nan_table() -> dict[Any, Callable]:
     return {
         aten.clamp.default: _clamp,
@@ -1783,4 +1831,6 @@ def _nan_table() -> dict[Any, Callable]:
         aten.sort.default: _sort,
         aten.sort.stable: _sort_stable,
         aten.topk.default: _topk,
+        aten.median.dim: _median_dim,
+        aten.median.default: _median,
     }

@@ -138,8 +138,9 @@ def test_op_support_static(capsys):
 
 def test_nn_sweep_passes_fixed_forms_and_reports_errors_apart():
     """tools/nn_sweep.py on iree-cpu: forms it found wrong (nearest upsampling by a fractional
-    scale, fixed by a decomposition) pass, and a form that does not compile (median and kthvalue:
-    IREE cannot compile torch-mlir's ``tm_tensor.topk``) is an error, not a mismatch. A run in a
+    scale, fixed by a decomposition) pass, and a form that does not compile (kthvalue, beside a
+    median that compiles: IREE cannot compile torch-mlir's ``tm_tensor.topk``) is an error, not a
+    mismatch. A run in a
     child process: the sweep sets LAZY_STRICT and picks its backend."""
     forms = "interpolate_nearest_fractional,conv_groups_dilation,median_kthvalue"
     run = subprocess.run([sys.executable, "-m", "lazy_mlir.tools.nn_sweep", "--backend", "iree-cpu",

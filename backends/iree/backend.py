@@ -171,6 +171,13 @@ class IreeBackend(MlirBackend):
         return {"emulate_bf16": target.emulate_bf16, "int64_extrema": target.int64_extrema,
                 "nan_checked_extrema": target.nan_checked_extrema, "positive_zero_sums": target.positive_zero_sums}
 
+    def supports_op(self, op: Any) -> bool:
+        """What the lowering can lower, less what this target cannot compile (``TargetSpec.eager_ops``)."""
+        eager = self.config.target.eager_ops
+        if eager and _op_name(op) in eager:
+            return False
+        return super().supports_op(op)
+
     def unavailable_reason(self) -> str | None:
         """None if this backend can execute here, else what is missing."""
         return probe(self.config.target.driver, self.config.device_uri)
@@ -470,6 +477,12 @@ class IreeBackend(MlirBackend):
         # A dynamic dimension (-1) is known once the call returns: the view's shape.
         return [BackendData(v, tuple(v.shape) if -1 in shape else shape, dtype, device)
                 for v, (shape, dtype) in zip(outs, executable.result_types)]
+
+
+def _op_name(op: Any) -> str:
+    """``aten::median.dim`` (``aten::median`` for a default overload)."""
+    schema = op._schema
+    return f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
 
 
 def _buffer_id(view: object) -> str:
