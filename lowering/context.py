@@ -518,7 +518,8 @@ def _views_bf16(node: Node) -> bool:
 
 #: Ops that cast their Scalar argument to ``self``'s dtype (the value fills
 #: or pads an integer tensor): a float scalar parameter feeding one with an
-#: integer result is passed as an int (``LoweringContext._scalars_in_result_dtype``).
+#: integer result is passed as an int, a pad value as the result's float dtype
+#: (``LoweringContext._scalars_in_result_dtype``).
 _CASTS_SCALAR_TO_SELF = frozenset({
     torch.ops.aten.constant_pad_nd.default,
     torch.ops.aten.fill.Scalar,

@@ -1732,12 +1732,6 @@ def _sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[tor
     """
     if x.dim() == 0:
         return x.clone(), x.new_zeros((), dtype=torch.int64)
-    if x.dim() == 1:
-        # A 1-d sort crashed iree-compile for iree-vulkan (signal 11 in
-        # GPUDistributeSharedMemoryCopyPass) and its graph ran op by op; one row of a 2-d
-        # sort compiles.
-        values, indices = _sort(x.unsqueeze(0), 1, descending)
-        return values.squeeze(0), indices.squeeze(0)
     if x.dtype == torch.bool:
         # torch-mlir compares i1 as signed (True is -1): ``mask.sort()`` put
         # True first. Sorted as uint8 (False < True), turned back to bool.
