@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import checks, config, fallback, interop, metrics, source_location
+from . import checks, config, cpu_results, fallback, interop, metrics, source_location
 from . import registry as _registry
 from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
@@ -866,6 +866,7 @@ def _classify(func: Any, backend: Any) -> tuple[int, OpPlan | None]:
         or p.random
         or (bool(p.mutated) and p.functional is None)
         or func is _NATIVE_BATCH_NORM
+        or func in cpu_results.FIXES
         or not backend.supports_op(func)
         or checks.guarded(func)
     )
@@ -877,6 +878,14 @@ def _classify(func: Any, backend: Any) -> tuple[int, OpPlan | None]:
 
 
 def _dispatch_general(func: Any, args: tuple, kwargs: dict) -> Any:
+    fix = cpu_results.FIXES.get(func)
+    if fix is not None:
+        out = _dispatch_unfixed(func, args, kwargs)
+        return fix(args, kwargs, out) if all(isinstance(t, LazyTensor) for t in out) else out
+    return _dispatch_unfixed(func, args, kwargs)
+
+
+def _dispatch_unfixed(func: Any, args: tuple, kwargs: dict) -> Any:
     special = fallback.SPECIAL_HANDLERS.get(func)
     if special is not None:
         return special(func, args, kwargs)
@@ -1003,10 +1012,16 @@ def _inplace_view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
     if not isinstance(self, LazyTensor) or view_op is None or not plan(view_op).is_view:
         # resize_as_ and set_ change storage, not just the view.
         return fallback.run_eagerly(func, args, kwargs, why="inplace-view")
-    view = _view(view_op, plan(view_op), args, kwargs)
+    handler = fallback.SPECIAL_HANDLERS.get(view_op)  # as_strided_: as_strided's storage semantics
+    view = handler(view_op, args, kwargs) if handler else _view(view_op, plan(view_op), args, kwargs)
     if not isinstance(view, LazyTensor):
         raise NotImplementedError(f"{func} on a lazy tensor gave {type(view).__name__}")
     self.data = view
+    # The view shares ``self``'s storage, except when it ran eagerly (a dtype
+    # the backend refuses, e.g. complex): then it is a copy holding the new
+    # layout, and keeping the old storage read the untransposed values
+    # (``stft``'s ``transpose_`` returned [2, 27, 5] for [2, 5, 27]).
+    self._lz_storage = view._lz_storage
     self._lz_view = view._lz_view
     self._lz_cache = view._lz_cache
     return self

@@ -222,6 +222,13 @@ DECOMPOSED_OPS = (
     aten.addmm.default,
     aten.addbmm.default,
     aten.baddbmm.default,
+    # ``addbmm`` with other scales too: torch-mlir has no lowering for it (every graph holding one
+    # ran eagerly; torch-mlir e2e ``AddbmmWithAlphaBetaModule``). ``diagonal_copy`` (``torch.diag``
+    # of a matrix): its lowering leaves a ``torch.constant.int`` unlegalized; the ``diagonal`` view
+    # and a copy lower. Its gradient ``diagonal_backward`` has no torch-dialect op: a
+    # ``diagonal_scatter`` into zeros.
+    aten.diagonal_copy.default,
+    aten.diagonal_backward.default,
     # Shifts by a tensor amount. ``x << y`` has no torch-dialect definition
     # (only the Scalar forms and ``bitwise_left_shift``), so it ran eagerly
     # and cut the graph in two; and torch-mlir lowers ``bitwise_*_shift`` to
@@ -403,6 +410,11 @@ DECOMPOSED_OPS = (
     *_EMBEDDING_BAGS,
     aten._embedding_bag_backward.default,
     aten._embedding_bag_per_sample_weights_backward.default,
+    # ``as_strided`` (torch-mlir's importer rewrite needs an owning module: every graph holding one
+    # failed to import) and ``as_strided_scatter`` (no lowering): a gather and a scatter of the
+    # flattened value (lowering/gathers.py; lazy_core/strided.py gives them eager's storage).
+    aten.as_strided.default,
+    aten.as_strided_scatter.default,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -1040,6 +1052,15 @@ def _diagonal_scatter(x: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1:
     return torch.movedim(flat.reshape(moved.shape), (-2, -1), (d1, d2))
 
 
+def _diagonal_copy(x: torch.Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> torch.Tensor:
+    return torch.diagonal(x, offset, dim1, dim2).clone()
+
+
+def _diagonal_backward(grad: torch.Tensor, input_sizes: list[int], offset: int, dim1: int,
+                       dim2: int) -> torch.Tensor:
+    return _diagonal_scatter(grad.new_zeros(list(input_sizes)), grad, offset, dim1, dim2)
+
+
 def _bool_add(x: torch.Tensor, other: bool | torch.Tensor, alpha: Any = 1) -> torch.Tensor:
     """``x + other * alpha`` for a bool ``x`` and a Python bool or bool tensor ``other``: a logical or."""
     if not alpha:
@@ -1051,7 +1072,8 @@ def _bool_add(x: torch.Tensor, other: bool | torch.Tensor, alpha: Any = 1) -> to
 
 def _zero_scaled(product: Callable, alpha_skipped: bool) -> Callable:
     """``beta * self + alpha * product(m1, m2)`` as eager's BLAS call computes it when a scale is 0:
-    a zero beta drops ``self``, a zero alpha (where ``alpha_skipped``) drops the product."""
+    a zero beta drops ``self``, a zero alpha (where ``alpha_skipped``) drops the product; with
+    other scales (``addbmm`` only: torch-mlir has no lowering of it) the plain sum."""
 
     def decomposed(self: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, *, beta: Any = 1,
                    alpha: Any = 1) -> torch.Tensor:
@@ -1061,7 +1083,10 @@ def _zero_scaled(product: Callable, alpha_skipped: bool) -> Callable:
                 return torch.zeros_like(prod)
             scaled = self if _constant(beta, 1) else self * beta
             return scaled.expand(prod.shape).clone()
-        return prod if _constant(alpha, 1) else prod * alpha  # beta == 0: self is not read
+        scaled = prod if _constant(alpha, 1) else prod * alpha
+        if _constant(beta, 0):
+            return scaled  # self is not read
+        return (self if _constant(beta, 1) else self * beta) + scaled  # addbmm: no other lowering
 
     return decomposed
 
@@ -1362,6 +1387,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.div.Scalar] = table[aten.div.Tensor] = _div_by_zero
     table[aten.isin.Tensor_Tensor] = table[aten.isin.Tensor_Scalar] = _isin
     table[aten.diagonal_scatter.default] = _diagonal_scatter
+    table[aten.diagonal_copy.default] = _diagonal_copy
+    table[aten.diagonal_backward.default] = _diagonal_backward
     table[aten.signbit.default] = _sign_bit
     for op in _NEAREST_BACKWARDS:
         table[op] = _upsample_nearest_backward
@@ -1415,6 +1442,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.erfinv.default] = erfinv
     table[aten._adaptive_avg_pool2d.default] = adaptive_avg_pool2d
     table[aten._adaptive_avg_pool2d_backward.default] = adaptive_avg_pool2d_backward
+    table[aten.as_strided.default] = gathers.as_strided
+    table[aten.as_strided_scatter.default] = gathers.as_strided_scatter
     table[aten.im2col.default] = gathers.im2col
     table[aten.col2im.default] = gathers.col2im
     table[aten.reflection_pad1d.default] = table[aten.reflection_pad2d.default] = gathers.reflection_pad
@@ -1447,7 +1476,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.add.Tensor: _bool_plus_bool,
     aten.add.Scalar: _bool_plus_bool,
     aten.addmm.default: _zero_scale,
-    aten.addbmm.default: _zero_scale,
+
     aten.baddbmm.default: _zero_scale,
     aten.isin.Tensor_Tensor: _small_isin_table,
     aten.isin.Tensor_Scalar: _small_isin_table,

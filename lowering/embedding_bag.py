@@ -7,8 +7,12 @@ ops every backend compiles:
 
 * each index's bag is the number of bag starts at or before its position,
   minus one (a comparison of positions with ``offsets``, summed); an index
-  past the last offset (``include_last_offset``) or equal to
-  ``padding_idx`` belongs to no bag;
+  before the first offset or equal to ``padding_idx`` belongs to no bag. The
+  extra offset of ``include_last_offset`` should be the number of indices;
+  where it is not, the CPU kernel's slow path (``max``, float64,
+  ``padding_idx``) ends the last bag at the last index anyway, and its fast
+  path adds rows up to the extra offset but counts a ``mean``'s divisor up to
+  the last index: both are followed;
 * ``sum`` and ``mean`` add the (weighted) rows into their bag with a
   scatter-add, as the CPU kernel adds them, one index after the other; ``mean``
   divides by the bag's size, an empty bag is 0;
@@ -22,8 +26,10 @@ The second to fourth results (``offset2bag``, ``bag_size``,
 ``max_indices``) take the shapes of PyTorch's meta kernel, which the tracer
 gives the node: ``offset2bag`` is every index's bag, ``bag_size`` the size
 of each bag (one per offset), ``max_indices`` is empty except in ``max``
-mode. The backwards recompute the bags from ``offsets`` rather than trust
-them: the CPU kernel leaves ``offset2bag`` empty in ``sum`` mode.
+mode; the tracer then reshapes them as the CPU kernel returns them
+(lazy_core/cpu_results.py). The backwards recompute the bags from
+``offsets`` rather than trust them: the CPU kernel leaves ``offset2bag``
+empty in ``sum`` mode.
 """
 
 from __future__ import annotations
@@ -31,17 +37,19 @@ from __future__ import annotations
 import torch
 
 _SUM, _MEAN, _MAX = 0, 1, 2
+#: Weight dtypes of the CPU kernel's fast path (with no ``padding_idx``).
+_FAST_PATH_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _bags(indices: torch.Tensor, offsets: torch.Tensor, bags: int,
-          padding_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each index's bag by position (``offset2bag``), and whether it counts in it (not past the last
-    offset, not ``padding_idx``)."""
+          padding_idx: int, end: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each index's bag by position (``offset2bag``), and whether it counts in it (not before the
+    first offset, not at or past ``end`` when given, not ``padding_idx``)."""
     positions = torch.arange(indices.shape[0], device=indices.device)
     bag = (offsets[:bags][None, :] <= positions[:, None]).sum(1) - 1
     kept = bag >= 0
-    if offsets.shape[0] > bags:  # include_last_offset: the last offset ends the last bag
-        kept = kept & (positions < offsets[bags])
+    if end is not None:
+        kept = kept & (positions < end)
     if padding_idx >= 0:
         kept = kept & (indices != padding_idx)
     return bag, kept
@@ -71,6 +79,11 @@ def embedding_bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Te
     offset2bag, kept = _bags(indices, offsets, bags, padding_idx)
     bag = _counted(offset2bag, kept, bags)
     size = _sizes(bag, bags)
+    if include_last_offset and mode != _MAX and weight.dtype in _FAST_PATH_DTYPES and padding_idx < 0:
+        # The CPU kernel's fast path adds the last bag's rows up to the extra
+        # offset, and still divides a mean by the count up to the last index.
+        _, cut = _bags(indices, offsets, bags, padding_idx, end=offsets[bags])
+        bag = _counted(offset2bag, cut, bags)
     rows = weight.index_select(0, indices)  # [N, D]
     dim = weight.shape[1]
     bag_size = torch.cat([size, size.new_zeros(offsets.shape[0] - bags)])

@@ -97,3 +97,32 @@ def reflection_pad_backward(grad: torch.Tensor, x: torch.Tensor, padding: Any) -
         shape[dim] = x.shape[dim]
         grad = _add_at(shape, dim, _reflected(x.shape[dim], padding[2 * k], padding[2 * k + 1], grad.device), grad)
     return grad
+
+
+def _addresses(x: torch.Tensor, size: list[int], stride: list[int], offset: int | None) -> torch.Tensor:
+    """Per element of ``as_strided(size, stride, offset)``, its position in ``x`` flattened: a
+    value's storage is its contiguous layout (lazy_core/strided.py rebuilds every eager
+    ``as_strided`` on a flat, contiguous view of its storage)."""
+    index = torch.zeros([1] * len(size), dtype=torch.int64, device=x.device) + (offset or 0)
+    for dim, (n, step) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[dim] = n
+        index = index + (torch.arange(n, device=x.device) * step).reshape(shape)
+    return index.expand(list(size)).reshape(-1)
+
+
+def as_strided(x: torch.Tensor, size: list[int], stride: list[int],
+               storage_offset: int | None = None) -> torch.Tensor:
+    """``aten.as_strided`` of a value as a gather of its flattened elements. torch-mlir's importer
+    has its own rewrite, which needs the graph owned by a module (a bare graph failed to import:
+    every ``as_strided`` ran eagerly) and reads the layout from FX metadata."""
+    return x.reshape(-1).index_select(0, _addresses(x, size, stride, storage_offset)).reshape(list(size))
+
+
+def as_strided_scatter(x: torch.Tensor, src: torch.Tensor, size: list[int], stride: list[int],
+                       storage_offset: int | None = None) -> torch.Tensor:
+    """``aten.as_strided_scatter`` (a write through an ``as_strided`` view) as a scatter into the
+    flattened value; torch-mlir has no lowering for it. Positions are distinct: the tracer
+    refuses, as eager does, writes to a view that overlaps itself."""
+    flat = x.reshape(-1).scatter(0, _addresses(x, size, stride, storage_offset), src.reshape(-1).to(x.dtype))
+    return flat.reshape(x.shape)

@@ -324,3 +324,88 @@ def test_empty_tensor_among_arguments_an_op_may_write(backend):
     idx, vals = torch.tensor([1, 3]), torch.tensor([7.0, 8.0])
     got = torch.cat([lazy(x0), lazy(e0)]).index_put((lazy(idx),), lazy(vals))
     torch.testing.assert_close(got.cpu(), torch.cat([x0, e0]).index_put((idx,), vals))
+
+
+#: In-place view ops and their arguments, for a [2, 1, 3] tensor (``t_`` takes its [2, 3] slice).
+_INPLACE_VIEWS = {"transpose_": (0, 2), "t_": (), "unsqueeze_": (0,), "squeeze_": (1,), "swapdims_": (0, 2),
+                  "as_strided_": ((3, 2), (1, 3))}
+
+
+def _complex_runs_eagerly(request: pytest.FixtureRequest, *ops: str) -> None:
+    """Name the fallbacks of complex ops where the backend refuses complex (every compiled one)."""
+    from lazy_core import fallback
+
+    if torch.cfloat in fallback.refused_dtypes():
+        request.applymarker(pytest.mark.expect_fallback(*ops))
+
+
+@pytest.mark.parametrize("op", sorted(_INPLACE_VIEWS))
+def test_inplace_view_of_a_tensor_that_runs_eagerly_matches_eager(backend, op, request):
+    """An in-place view op on a tensor whose ops run eagerly (complex: no compiled backend
+    takes it) changed the lazy tensor's sizes but kept its old storage, so it read back
+    untransposed data: ``stft`` (its ``transpose_``) gave [2, 27, 5] for [2, 5, 27]
+    (torch-mlir e2e ``AtenStftCenter2D*``)."""
+    _complex_runs_eagerly(request, "aten.")
+    z = torch.randn(2, 1, 3, dtype=torch.cfloat, generator=torch.Generator().manual_seed(0))
+    if op == "t_":
+        z = z[:, 0]
+    lz = lazy(z)
+    getattr(z, op)(*_INPLACE_VIEWS[op])
+    assert getattr(lz, op)(*_INPLACE_VIEWS[op]) is lz
+    got = lz.cpu()
+    assert got.shape == z.shape and torch.equal(got, z), (got, z)
+    assert torch.equal((lz * 2).cpu(), z * 2)
+
+
+def test_stft_matches_eager(backend, request):
+    """``torch.stft``: framing by ``as_strided`` (compiled: torch-mlir's importer needs the
+    graph owned by a module for it), a complex FFT run eagerly, ``transpose_``."""
+    _complex_runs_eagerly(request, "aten._fft_r2c", "aten.transpose")
+    x, w = torch.rand(2, 61, generator=torch.Generator().manual_seed(1)), torch.hann_window(8)
+    want = x.stft(n_fft=8, hop_length=2, window=w, center=False, return_complex=True)
+    got = lazy(x).stft(n_fft=8, hop_length=2, window=lazy(w), center=False, return_complex=True).cpu()
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want)
+
+
+#: ``as_strided`` after other views: eager addresses the input's *storage* (a missing offset is
+#: the input's own). Each: (view of a [3, 2, 4] arange, size, stride, offset or None).
+_AS_STRIDED_AFTER = {
+    "slice_explicit_offset": (lambda x: x[1:], (2, 3), (4, 1), 5),
+    "slice_implicit_offset": (lambda x: x[1:], (2, 3), (4, 1), None),
+    "transpose": (lambda x: x.transpose(0, 2), (2, 2), (1, 8), 1),
+    "permute": (lambda x: x.permute(2, 0, 1), (3, 2), (8, 3), 0),
+    "unflatten": (lambda x: x.view(6, 4).unflatten(0, (2, 3)), (2, 2), (12, 2), 3),
+    "detach": (lambda x: x.detach(), (2, 2), (5, 1), 2),
+    "nested": (lambda x: x.as_strided((4, 4), (4, 1), 4), (2,), (3,), 7),
+    "select_implicit_offset": (lambda x: x[2], (2, 2), (1, 2), None),
+    "overlapping": (lambda x: x, (3, 4), (2, 1), 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_AS_STRIDED_AFTER))
+def test_as_strided_addresses_the_storage_like_eager(backend, case):
+    """Compiled ``as_strided`` of a view read the view's values with the view's own layout:
+    ``x[1:].as_strided(...)``, after a transpose, a nested ``as_strided``... gave other
+    elements than eager (torch-mlir e2e ``AtenAsStridedAfter*``; before, these graphs failed
+    to import and ran eagerly). Values, and a write through the result into the base."""
+    view, size, stride, offset = _AS_STRIDED_AFTER[case]
+    results = []
+    for device in ("cpu", "lazy"):
+        x = torch.arange(24.0).view(3, 2, 4).to(device)
+        y = view(x).as_strided(size, stride, offset) if offset is not None else view(x).as_strided(size, stride)
+        read = (y * 1).cpu()
+        if case != "overlapping":  # eager refuses writes to a tensor that overlaps itself
+            y.mul_(-1)
+        results.append((read, x.cpu()))
+    (want, want_x), (got, got_x) = results
+    assert torch.equal(got, want), (got, want)
+    assert torch.equal(got_x, want_x), (got_x, want_x)
+
+
+def test_as_strided_past_the_storage_raises_like_eager(backend):
+    x = torch.arange(24.0).view(3, 2, 4)
+    with pytest.raises(RuntimeError, match="out of bounds for storage"):
+        x[1:].as_strided((2, 3), (8, 1), 20)
+    with pytest.raises(RuntimeError, match="out of bounds for storage"):
+        lazy(x)[1:].as_strided((2, 3), (8, 1), 20)

@@ -148,3 +148,18 @@ def test_nn_sweep_passes_fixed_forms_and_reports_errors_apart():
     assert run.returncode == 0, run.stdout + run.stderr
     assert "median_kthvalue: ERROR" in run.stdout, run.stdout
     assert "iree-cpu: 2 ok, 0 mismatches, 1 errors of 3 forms" in run.stdout, run.stdout
+
+
+def test_e2e_conformance_summary_and_a_missing_suite():
+    """tools/e2e_conformance.py needs torch-mlir's source tree (in no wheel), so CI checks its
+    table arithmetic and that a wrong --suite-dir is a usage error, not a traceback."""
+    from lazy_mlir.tools import e2e_conformance
+
+    rows = [{"case": "a", "outcome": "pass"}, {"case": "b", "outcome": "pass_fallback"},
+            {"case": "c", "outcome": "mismatch"}, {"case": "d", "outcome": "golden_error"},
+            {"case": "e", "outcome": "crash"}]
+    table = e2e_conformance.summarize({"reference": rows})
+    assert "| reference | 4 | 2 (50.0%) | 1 (25.0%) | 1 | 0 | 1 |" in table, table
+    run = subprocess.run([sys.executable, "-m", "lazy_mlir.tools.e2e_conformance", "--suite-dir", "/nonexistent"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "holds no torch_mlir_e2e_test folder" in run.stderr, run.stderr

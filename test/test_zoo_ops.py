@@ -306,6 +306,11 @@ _ONCE_UNCOMPILED = {
     # the dispatch the pad fused into, which IREE refused (lowering/context.py converts it first).
     "pad_and_fill_values": (lambda x: torch.nn.functional.pad(x, (1, 2, 0, 1), value=0.5).masked_fill(
         _fixed((2, 3, 8, 12), x.device) > 1, 2.5), (2, 3, 7, 9)),
+    # torch-mlir e2e (tools/e2e_conformance.py): addbmm has no torch-mlir lowering unless a scale
+    # is 0; diag of a matrix (diagonal_copy) left a constant unlegalized.
+    "addbmm_scaled": (lambda x: torch.addbmm(x[0, 0, :3, :2], x[0, :, :3, :4], x[1, :, :4, :2], beta=0.5,
+                                             alpha=2), (2, 3, 7, 9)),
+    "diag_of_matrix": (lambda x: torch.diag(x[0, 0], 1) + torch.diag(x[1, 2]).sum(), (2, 3, 7, 9)),
 }
 
 
@@ -381,6 +386,60 @@ def test_embedding_bag_matches_eager(name: str) -> None:
         torch.testing.assert_close(g, e, equal_nan=True, msg=lambda m, k=kwargs: f"{k}: {m}")
     torch.testing.assert_close(got_w, want_w, equal_nan=True)
     torch.testing.assert_close(got_p, want_p, equal_nan=True)
+    assert not _fallbacks(), _fallbacks()
+
+
+@pytest.mark.parametrize("name", requested_backends())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_every_result_of_embedding_bag_matches_eager(name: str, dtype: torch.dtype) -> None:
+    """``aten._embedding_bag`` returns ``offset2bag``, ``bag_size`` and ``max_indices`` next to the
+    bags, sized by the CPU kernel unlike its meta kernel (empty ``offset2bag`` in ``sum`` mode on
+    float32, one ``bag_size`` per bag, zeros or the bag sizes in ``max_indices``): lazy returned
+    the meta kernel's (torch-mlir e2e ``AtenEmbeddingBagStaticModule``, ``Aten_EmbeddingBagExample``;
+    lazy_core/cpu_results.py). An extra offset short of the indices: the CPU's fast path (float32,
+    no padding) adds rows up to it and divides a mean by the count to the end, its slow path
+    (float64, padding, max) ends the last bag at the last index."""
+    use_backend(name)
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(10, 3, generator=gen, dtype=dtype)
+    indices = torch.tensor([0, 2, 4, 5, 4, 3, 2, 9])
+    cases = [(mode, psw, last, pad, offsets) for mode in (0, 1, 2) for psw in (False, True)
+             for last in (False, True) for pad in (-1, 4) for offsets in ([0, 4], [0, 3, 8], [0, 4, 4])
+             if not (psw and mode != 0)]
+    sample_weights = torch.rand(8, generator=gen, dtype=dtype)
+
+    def run(device: str) -> list:
+        outs = []
+        for mode, psw, last, pad, offsets in cases:
+            outs.append(torch.ops.aten._embedding_bag(
+                weight.to(device), indices.to(device), torch.tensor(offsets).to(device), False, mode, False,
+                sample_weights.to(device) if psw else None, last, pad))
+        return [[t.cpu() for t in out] for out in outs]
+
+    for case, want, got in zip(cases, run("cpu"), run("lazy"), strict=True):
+        for i, (w, g) in enumerate(zip(want, got, strict=True)):
+            assert w.shape == g.shape and w.dtype == g.dtype, (case, i, w, g)
+            torch.testing.assert_close(g, w, msg=lambda m, c=case, i=i: f"{c} result {i}: {m}")
+    assert not _fallbacks(), _fallbacks()
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_native_batch_norm_in_eval_returns_empty_statistics_like_eager(name: str) -> None:
+    """In eval mode the CPU kernel's ``save_mean``/``save_invstd`` are empty (the meta kernel
+    sizes them by the channels, so lazy returned [C]: torch-mlir e2e ``NativeBatchNorm2DModule``);
+    their dtype follows the CPU's (float32 for a bfloat16 input with float32 weights)."""
+    use_backend(name)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 5, 2, 3, generator=gen)
+    w, b, rm, rv = (torch.rand(5, generator=gen) for _ in range(4))
+    for dtype in (torch.float32, torch.bfloat16):
+        for training in (False, True):
+            args = (x.to(dtype), w, b, rm.clone(), rv.clone(), training, 0.1, 1e-5)
+            want = torch.native_batch_norm(*args)
+            got = torch.native_batch_norm(*(a.to("lazy") if isinstance(a, torch.Tensor) else a for a in args))
+            for i, (e, g) in enumerate(zip(want, got, strict=True)):
+                assert (e.shape, e.dtype) == (g.shape, g.dtype), (dtype, training, i, e, g)
+                torch.testing.assert_close(g.cpu(), e, msg=lambda m, i=i, d=dtype, t=training: f"{d} {t} {i}: {m}")
     assert not _fallbacks(), _fallbacks()
 
 
