@@ -159,7 +159,7 @@ def test_e2e_conformance_summary_and_a_missing_suite():
             {"case": "c", "outcome": "mismatch"}, {"case": "d", "outcome": "golden_error"},
             {"case": "e", "outcome": "crash"}]
     table = e2e_conformance.summarize({"reference": rows})
-    assert "| reference | 4 | 2 (50.0%) | 1 (25.0%) | 1 | 0 | 1 |" in table, table
+    assert "| reference | 4 | 2 (50.0%) | 1 (25.0%) | 1 | 0 | 1 | 0 |" in table, table
     run = subprocess.run([sys.executable, "-m", "lazy_mlir.tools.e2e_conformance", "--suite-dir", "/nonexistent"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "holds no torch_mlir_e2e_test folder" in run.stderr, run.stderr

@@ -22,7 +22,8 @@ rtol 1e-3, atol 1e-7, NaNs equal) decides whether the values match. A case is
 * ``mismatch``: a wrong value, the worst outcome (exit status 1);
 * ``error``: lazy raised where eager did not;
 * ``crash`` / ``timeout``: the worker process died or hung (it is restarted
-  and the run goes on with the next case).
+  and the run goes on with the next case);
+* ``not_run``: a worker that died before its first case (its stderr is shown).
 
 Cases run in one worker process per backend, in the suite's order, so caches
 are shared as in a real program. Modules that need packages not installed here
@@ -40,6 +41,7 @@ import queue
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -47,6 +49,8 @@ from typing import Any
 
 #: Per-case time limit (compiles included); a hung worker is killed and restarted.
 CASE_TIMEOUT_S = 180
+#: Time for a worker to import torch, lazy_core and the suite before its first case.
+STARTUP_TIMEOUT_S = 600
 #: This module as ``-m`` names it (``tools.…`` in a checkout, ``lazy_mlir.tools.…`` installed).
 _MODULE = __spec__.name if __spec__ is not None else "tools.e2e_conformance"
 
@@ -168,7 +172,8 @@ def _run_backend(suite_dir: str, backend: str, names: list[str]) -> list[dict]:
         cmd = [sys.executable, "-m", _MODULE, "--worker", "--suite-dir", suite_dir,
                "--backends", backend, "--names", ",".join(todo)]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        log = tempfile.TemporaryFile("w+")  # the worker's stderr, for the report of a crash
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                                 cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         lines: queue.Queue[str | None] = queue.Queue()
 
@@ -180,7 +185,7 @@ def _run_backend(suite_dir: str, backend: str, names: list[str]) -> list[dict]:
         threading.Thread(target=pump, daemon=True).start()
         current = None
         done = {r["case"] for r in rows}
-        deadline = time.monotonic() + CASE_TIMEOUT_S
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S  # imports torch and the suite first
         timed_out = False
         while True:
             try:
@@ -203,14 +208,19 @@ def _run_backend(suite_dir: str, backend: str, names: list[str]) -> list[dict]:
             current = None
             _progress(backend, len(rows), len(names), msg)
         proc.wait()
+        log.seek(0)
+        tail = " | ".join(log.read().strip().splitlines()[-3:])
+        log.close()
         if current is not None:
             outcome = "timeout" if timed_out else "crash"
-            rows.append({"case": current, "outcome": outcome, "detail": f"worker rc {proc.returncode}"})
+            rows.append({"case": current, "outcome": outcome, "detail": f"worker rc {proc.returncode}: {tail}"})
             done.add(current)
             _progress(backend, len(rows), len(names), rows[-1])
         todo = [n for n in names if n not in done]
         if todo and current is None:  # the worker stopped between cases: nothing to blame
-            rows += [{"case": n, "outcome": "crash", "detail": f"worker rc {proc.returncode}"} for n in todo]
+            sys.stderr.write(f"[{backend}] the worker stopped before its next case (rc {proc.returncode}"
+                             f"{', timed out starting' if timed_out else ''}): {tail}\n")
+            rows += [{"case": n, "outcome": "not_run", "detail": f"worker rc {proc.returncode}: {tail}"} for n in todo]
             break
     return rows
 
@@ -225,18 +235,18 @@ def _progress(backend: str, i: int, n: int, row: dict) -> None:
 
 def summarize(results: dict[str, list[dict]]) -> str:
     """A markdown table of outcomes per backend (golden errors left out of the rates)."""
-    lines = ["| backend | cases | pass | pass, no fallback | mismatch | error | crash/timeout |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| backend | cases | pass | pass, no fallback | mismatch | error | crash/timeout | not run |",
+             "|---|---|---|---|---|---|---|---|"]
     for backend, rows in results.items():
         c = Counter(r["outcome"] for r in rows if r["outcome"] != "golden_error")
-        n = sum(c.values())
+        n = sum(c.values()) - c["not_run"]
         passed = c["pass"] + c["pass_fallback"]
 
         def pct(k: int, n: int = n) -> str:
             return f"{k} ({100 * k / n:.1f}%)" if n else "0"
 
         lines.append(f"| {backend} | {n} | {pct(passed)} | {pct(c['pass'])} | {c['mismatch']} | {c['error']} | "
-                     f"{c['crash'] + c['timeout']} |")
+                     f"{c['crash'] + c['timeout']} | {c['not_run']} |")
     return "\n".join(lines)
 
 
