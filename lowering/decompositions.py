@@ -1476,8 +1476,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.add.Tensor: _bool_plus_bool,
     aten.add.Scalar: _bool_plus_bool,
     aten.addmm.default: _zero_scale,
-
-    aten.baddbmm.default: _zero_scale,
+    aten.baddbmm.default: _zero_scale,  # addbmm: always (no lowering)
     aten.isin.Tensor_Tensor: _small_isin_table,
     aten.isin.Tensor_Scalar: _small_isin_table,
     aten._softmax.default: _zero_dim_input,

@@ -12,8 +12,9 @@ in no wheel, so this is a development-time measurement, not a CI test:
 Each case's golden trace comes from the suite's own ``generate_golden_trace``
 (eager PyTorch on the CPU); the case then runs with the module and its inputs
 moved to ``lazy``, each call from the RNG state its golden call started with
-(lazy draws random numbers from the CPU generator, so they are eager's), and the suite's own report (``reporting.SingleTestReport``:
-rtol 1e-3, atol 1e-7, NaNs equal) decides whether the values match. A case is
+(lazy draws random numbers from the CPU generator, so they are eager's), and
+the suite's own report (``reporting.SingleTestReport``: rtol 1e-3, atol 1e-7,
+NaNs equal) decides whether the values match. A case is
 
 * ``pass``: values match, nothing ran eagerly;
 * ``pass_fallback``: values match, but some op ran on the CPU (an op with no
