@@ -30,8 +30,10 @@ import torch
 
 aten = torch.ops.aten
 
-_SUM, _MEAN, _MAX = 0, 1, 2
-_FAST_PATH_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: ``embedding_bag`` modes, and the weight dtypes of the CPU kernel's fast path (no ``padding_idx``),
+#: shared with lowering/embedding_bag.py.
+SUM, MEAN, MAX = 0, 1, 2
+FAST_PATH_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any) -> Any:
@@ -47,7 +49,7 @@ def _batch_norm(args: tuple, kwargs: dict, out: Any) -> Any:
 
 def _embedding_bag(args: tuple, kwargs: dict, out: Any) -> Any:
     weight, indices, offsets = args[0], args[1], args[2]
-    mode = _arg(args, kwargs, 4, "mode", _SUM)
+    mode = _arg(args, kwargs, 4, "mode", SUM)
     per_sample_weights = _arg(args, kwargs, 6, "per_sample_weights", None)
     include_last_offset = _arg(args, kwargs, 7, "include_last_offset", False)
     padding_idx = _arg(args, kwargs, 8, "padding_idx", -1)
@@ -55,12 +57,12 @@ def _embedding_bag(args: tuple, kwargs: dict, out: Any) -> Any:
         padding_idx = -1
     result, offset2bag, bag_size, max_indices = out
     bags = offsets.shape[0] - (1 if include_last_offset else 0)
-    if mode == _MAX:
+    if mode == MAX:
         return result, offset2bag, bag_size[:bags], max_indices
-    if mode == _MEAN:
+    if mode == MEAN:
         sizes = bag_size[:bags]
         return result, offset2bag, sizes, sizes.clone()
-    fast = (weight.dtype in _FAST_PATH_DTYPES and weight.stride(1) == 1 and padding_idx < 0
+    fast = (weight.dtype in FAST_PATH_DTYPES and weight.stride(1) == 1 and padding_idx < 0
             and (per_sample_weights is None or per_sample_weights.stride(0) == 1))
     if fast:
         offset2bag = indices.new_empty((0,), dtype=offset2bag.dtype)

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import torch
 
-_SUM, _MEAN, _MAX = 0, 1, 2
-#: Weight dtypes of the CPU kernel's fast path (with no ``padding_idx``).
-_FAST_PATH_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+from lazy_core.cpu_results import FAST_PATH_DTYPES, MAX, MEAN, SUM
+
+_SUM, _MEAN, _MAX = SUM, MEAN, MAX
 
 
 def _bags(indices: torch.Tensor, offsets: torch.Tensor, bags: int,
@@ -79,7 +79,7 @@ def embedding_bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Te
     offset2bag, kept = _bags(indices, offsets, bags, padding_idx)
     bag = _counted(offset2bag, kept, bags)
     size = _sizes(bag, bags)
-    if include_last_offset and mode != _MAX and weight.dtype in _FAST_PATH_DTYPES and padding_idx < 0:
+    if include_last_offset and mode != _MAX and weight.dtype in FAST_PATH_DTYPES and padding_idx < 0:
         # The CPU kernel's fast path adds the last bag's rows up to the extra
         # offset, and still divides a mean by the count up to the last index.
         _, cut = _bags(indices, offsets, bags, padding_idx, end=offsets[bags])
