@@ -25,6 +25,12 @@ def _empty(size: Any, dtype: Any = None, layout: Any = None, device: Any = None,
 
     kwargs = {"dtype": dtype or torch.get_default_dtype()}
     index = torch.device(device).index or 0 if device is not None else 0
+    if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
+        # channels_last(_3d): eager's strides. ``cpu_t.to("lazy")`` comes here with the
+        # CPU tensor's suggested format (the Lazy device does not take ``empty_strided``
+        # there), and ``as_strided`` addresses the storage in that order.
+        stride = torch.empty(list(size), device="meta", memory_format=memory_format).stride()
+        return _empty_strided(size, stride, dtype, layout, device, pin_memory)
     try:
         node, template = record(torch.ops.aten.empty.memory_format, (list(size),), kwargs)
     except _Untraceable:  # a dtype the backend cannot compile: device data from the host

@@ -193,11 +193,22 @@ def copy_into(dst: Any, src: Any) -> Any:
             except _t._Untraceable:  # a dtype conversion the backend cannot run: via the host
                 src = executor().to_host(src, "copy")
         host = src.detach().to(dtype=dst.dtype).expand(tuple(dst.shape)).contiguous()
+        layout = dst._lz_storage.meta
+        if not dst._lz_view and layout.stride != host.stride() and layout.shape == host.shape:
+            # Uploaded in the storage's layout (channels-last ``cpu_t.to("lazy")``), so
+            # its value's meta has the storage's strides and no relayout op is recorded.
+            host = torch.empty_strided(layout.shape, layout.stride, dtype=host.dtype).copy_(host)
         dst._lz_assign(_t.upload(host, source_location.current(2)))
         return dst
     host = executor().to_host(src, "copy to cpu")
     dst.copy_(host)
     return dst
+
+
+def _dense_layout(t: torch.Tensor) -> bool:
+    from .strided import dense
+
+    return dense(tuple(t.shape), tuple(t.stride()))
 
 
 def _to_copy(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -217,6 +228,10 @@ def _to_copy(func: Any, args: tuple, kwargs: dict) -> Any:
             return _t._wrap(node, template, src._lz_storage.device)
         host = executor().to_host(src, "to cpu")
         rest = {k: v for k, v in kwargs.items() if k != "device"}
+        if rest.get("memory_format", torch.preserve_format) == torch.preserve_format \
+                and host.stride() != src.stride() and _dense_layout(src):
+            # Eager's copy to the CPU keeps a dense layout (a channels-last or transposed tensor).
+            host = torch.empty_strided(tuple(src.shape), src.stride(), dtype=host.dtype).copy_(host)
         return aten._to_copy.default(host, device=device, **rest)
     # A CPU tensor moving to the lazy device.
     rest = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "non_blocking")}

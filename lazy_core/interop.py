@@ -43,7 +43,7 @@ _next_address = 1 << 48
 
 
 def _storage_nbytes(storage: Storage) -> int:
-    meta = storage.value.meta
+    meta = storage.meta
     if meta.numel() == 0:
         return 0
     extent = 1 + sum((n - 1) * s for n, s in zip(meta.shape, meta.stride) if n > 0)
@@ -97,7 +97,7 @@ def storage_offset(t: LazyTensor) -> int:
     """``t``'s offset in elements into its storage: its view chain replayed on a meta tensor."""
     if not t._lz_view:
         return 0
-    meta = t._lz_storage.value.meta
+    meta = t._lz_storage.meta
     x = torch.empty_strided(meta.shape, meta.stride, dtype=meta.dtype, device="meta")
     for step in t._lz_view:
         x = step.op(x, *step.rest, **step.kwargs)

@@ -35,7 +35,7 @@ PARTIAL_OVERLAP = (
 
 def _layout(t: Any) -> torch.Tensor:
     """A meta tensor with ``t``'s sizes, strides and storage offset in its base storage."""
-    base = t._lz_storage.value.meta
+    base = t._lz_storage.meta
     m = torch.empty_strided(base.shape, base.stride, dtype=base.dtype, device="meta")
     for step in t._lz_view:
         m = step.op(m, *step.rest, **step.kwargs)
@@ -102,7 +102,7 @@ def check_on_cpu(op: Any, args: tuple, kwargs: dict) -> None:
             storage = x._lz_storage
             base = bases.get(id(storage))
             if base is None:
-                meta = storage.value.meta
+                meta = storage.meta
                 total += math.prod(meta.shape)
                 if total > _MAX_ELEMENTS:
                     raise _TooLarge

@@ -37,7 +37,7 @@ from .views import ViewStep
 
 aten = torch.ops.aten
 
-__all__ = ["HANDLERS", "as_strided"]
+__all__ = ["HANDLERS", "as_strided", "dense", "memory_order"]
 
 
 def _contiguous_strides(shape: list[int]) -> list[int]:
@@ -55,15 +55,15 @@ def _numel(shape: list[int]) -> int:
     return n
 
 
-def _memory_order(stride: tuple[int, ...], shape: tuple[int, ...]) -> list[int]:
+def memory_order(stride: tuple[int, ...], shape: tuple[int, ...]) -> list[int]:
     """The dims from the outermost in memory to the innermost (size-1 dims in place)."""
     return sorted(range(len(shape)), key=lambda d: (-stride[d] if shape[d] > 1 else 0, d))
 
 
-def _dense(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+def dense(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
     """Whether a layout covers its storage exactly once (a permutation of contiguous strides)."""
     expected = 1
-    for d in reversed(_memory_order(stride, shape)):
+    for d in reversed(memory_order(stride, shape)):
         if shape[d] == 0:
             return False
         if shape[d] > 1:
@@ -95,8 +95,8 @@ def as_strided(func: Any, args: tuple, kwargs: dict) -> Any:
         return _t._view(func, _t.plan(func), args, kwargs)
     size = [int(s) for s in bound["size"]]
     stride = [int(s) for s in bound["stride"]]
-    root = base._lz_storage.value.meta
-    if not _dense(root.shape, root.stride) or root.dtype in fallback.refused_dtypes():
+    root = base._lz_storage.meta
+    if not dense(root.shape, root.stride) or root.dtype in fallback.refused_dtypes():
         # (A dtype no backend compiles runs eagerly on the input's values.)
         return _t._view(func, _t.plan(func), args, kwargs)
     layout = torch.empty_strided(root.shape, root.stride, dtype=root.dtype, device="meta")
@@ -117,7 +117,7 @@ def as_strided(func: Any, args: tuple, kwargs: dict) -> Any:
 def _flat_storage(storage: Any, root: TensorMeta) -> Any:
     """The storage as a lazy 1-d view in memory order (element ``a`` at address ``a``)."""
     n = root.numel()
-    order = _memory_order(root.stride, root.shape)
+    order = memory_order(root.stride, root.shape)
     steps: list[ViewStep] = []
     shape = tuple(root.shape)
     if order != list(range(len(shape))):

@@ -129,7 +129,7 @@ class LazyTensor(torch.Tensor):
             last_good = storage.value.node
             storage.previous = lambda: last_good
         if not self._lz_view:
-            storage.value = new
+            storage.value = _in_layout(new, storage.meta)
             executor().track(storage)
             return
         if broadcasts(self._lz_view, shape):
@@ -752,6 +752,29 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
     node = Node(op, cargs_t, ckwargs, tuple(operands), metas, location, sid)
     _counters["trace_op"] += 1
     return node, template
+
+
+def _in_layout(value: Output, layout: TensorMeta) -> Output:
+    """``value`` with the strides of the storage it is written into.
+
+    An in-place write keeps the tensor's strides (``x.copy_(y.t())``), and the
+    ops reading ``x`` afterwards take their meta kernels' strides from its value
+    (``x + 1`` of a channels-last ``x`` is channels-last in eager). A value laid
+    out otherwise is copied into the storage's memory order: a permute into it, a
+    contiguous clone, and the inverse permute (values unchanged).
+    """
+    have = value.meta
+    if have.shape != layout.shape or all(a == b for a, b, n in zip(have.stride, layout.stride, have.shape) if n > 1):
+        return value  # (the same addresses: strides of size-1 dims address nothing)
+    from .strided import dense, memory_order
+
+    if not dense(layout.shape, layout.stride):
+        return value  # (a gapped or overlapping storage: no memory order to copy into)
+    order = memory_order(layout.stride, layout.shape)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    value = record_output(aten.permute.default, (value, order), {})
+    value = record_output(aten.clone.default, (value,), {"memory_format": torch.contiguous_format})
+    return record_output(aten.permute.default, (value, inverse), {})
 
 
 def record_output(op: Any, args: tuple, kwargs: dict) -> Output:

@@ -29,10 +29,17 @@ class Storage:
     """The current value of a base tensor. Live storages with pending values
     are the outputs of the next graph."""
 
-    __slots__ = ("value", "device", "seq", "previous", "__weakref__")
+    __slots__ = ("value", "meta", "device", "seq", "previous", "__weakref__")
 
     def __init__(self, value: Output, device: int = 0) -> None:
         self.value = value
+        #: The storage's layout (shape, dtype, strides), fixed at allocation as
+        #: eager's is. ``value.meta`` is not it: an in-place write
+        #: (``x.copy_(y.t())``) makes the value another op's result, whose meta
+        #: kernel laid it out otherwise, while ``x`` keeps its strides. What
+        #: addresses the storage (``as_strided``, overlap checks, storage
+        #: offsets) reads this.
+        self.meta = value.meta
         self.device = device
         #: Returns the device-data node this storage held before its pending
         #: in-place updates (its last good value): buffer donation pairs it
@@ -119,11 +126,25 @@ class ViewStep:
 
 
 def broadcasts(view: tuple[ViewStep, ...], shape: tuple[int, ...]) -> bool:
-    """Whether a view chain (ending in ``shape``) repeats elements of its base: an ``expand``
-    to more elements."""
+    """Whether a view chain (ending in ``shape``) may repeat elements of its base: an ``expand``
+    to more elements, or an ``as_strided`` whose elements may share addresses. Writing through
+    such a chain step by step loses which copy was written (``x.as_strided((2, 1), (0, 1))[0]
+    .fill_(v)`` writes one address; inverting the ``as_strided`` scatters both rows there)."""
     outs = [step.in_shape for step in view[1:]] + [shape]
-    return any(step.kind.startswith("expand") and _numel(out) != _numel(step.in_shape)
+    return any((step.kind.startswith("expand") and _numel(out) != _numel(step.in_shape))
+               or (step.kind == "as_strided" and not _distinct_addresses(out, step.rest[1]))
                for step, out in zip(view, outs, strict=True))
+
+
+def _distinct_addresses(shape: tuple[int, ...], stride: Any) -> bool:
+    """Whether every element of a (size, stride) layout has its own address: a sufficient test
+    (each stride, in increasing order, steps over everything the smaller ones reach)."""
+    reach = 0
+    for n, st in sorted(((n, abs(st)) for n, st in zip(shape, stride, strict=True) if n > 1), key=lambda p: p[1]):
+        if st <= reach:
+            return False
+        reach += (n - 1) * st
+    return True
 
 
 def has_internal_overlap(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:

@@ -675,22 +675,43 @@ def _nearest_scale(isize: int, osize: int, scale: float | None) -> float:
 
 def _non_integer_upsampling(node: Node) -> bool:
     output_size, input_size, *scales = node.args[1:]
-    for d, (osize, isize) in enumerate(zip(output_size, list(input_size)[2:], strict=True)):
+    if any(scale is not None for scale in scales):
+        return True  # eager's own index (torch-mlir's scale may not be it)
+    return any(osize % isize for osize, isize in zip(output_size, list(input_size)[2:], strict=True))
+
+
+def _nearest_source(osize: int, isize: int, scale: float | None, device: Any) -> torch.Tensor:
+    """The input index of each output index of nearest upsampling, as eager's ``nearest_idx``:
+    the same index when the sizes agree, half of it when the output is twice the input (a
+    given scale is then ignored), else ``min(floor(dst * step), isize - 1)`` in float32."""
+    dst = torch.arange(osize, device=device)
+    if osize == isize:
+        return dst
+    if osize == 2 * isize:
+        return dst // 2
+    step = _nearest_scale(isize, osize, scale)
+    return (dst.to(torch.float32) * step).floor().to(torch.int64).clamp(max=isize - 1)
+
+
+def _upsample_nearest(x: torch.Tensor, output_size: list[int], *scales: float | None) -> torch.Tensor:
+    """Nearest upsampling to ``output_size``, one ``index_select`` per spatial dim. PyTorch's
+    decomposition does not clamp: with scales given beside the size (``upsample_nearest2d(x,
+    [6, 10], 2.3, 4.7)`` of 2 x 2) it read past the input (torch-mlir e2e
+    ``UpSampleNearest2dDynamicFactor``: values like 7e28)."""
+    spatial = len(output_size)
+    for d, (osize, isize) in enumerate(zip(output_size, x.shape[-spatial:], strict=True)):
         scale = scales[d] if d < len(scales) else None
-        if osize % isize or _nearest_scale(isize, osize, scale) != isize / osize:
-            return True
-    return False
+        x = x.index_select(x.dim() - spatial + d, _nearest_source(osize, isize, scale, x.device))
+    return x
 
 
 def _upsample_nearest_backward(grad: torch.Tensor, output_size: list[int], input_size: list[int],
                                *scales: float | None) -> torch.Tensor:
     """Each input pixel's gradient: the sum of the output gradients whose source it was
-    (``floor(dst * step)``, eager's index), one spatial dim at a time as a one-hot product."""
+    (eager's index, ``_nearest_source``), one spatial dim at a time as a one-hot product."""
     spatial = len(output_size)
     for d, (osize, isize) in enumerate(zip(output_size, input_size[2:], strict=True)):
-        step = _nearest_scale(isize, osize, scales[d] if d < len(scales) else None)
-        source = (torch.arange(osize, dtype=torch.float32, device=grad.device) * step).to(torch.int64)
-        source = source.clamp(max=isize - 1)
+        source = _nearest_source(osize, isize, scales[d] if d < len(scales) else None, grad.device)
         onehot = (source.unsqueeze(1) == torch.arange(isize, device=grad.device)).to(grad.dtype)
         dim = grad.dim() - spatial + d
         grad = torch.movedim(torch.movedim(grad, dim, -1) @ onehot, -1, dim)
@@ -1392,6 +1413,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.signbit.default] = _sign_bit
     for op in _NEAREST_BACKWARDS:
         table[op] = _upsample_nearest_backward
+    for op in (aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default):
+        table[op] = _upsample_nearest
     table[aten.copysign.Tensor] = _copysign
     for op in _ZERO_DIM_REDUCTIONS:
         table[op] = _on_one_element(op)

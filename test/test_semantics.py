@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 import lazy_core
 from lazy_core import metrics
@@ -401,6 +404,118 @@ def test_as_strided_addresses_the_storage_like_eager(backend, case):
     (want, want_x), (got, got_x) = results
     assert torch.equal(got, want), (got, want)
     assert torch.equal(got_x, want_x), (got_x, want_x)
+
+
+#: Writes that give a tensor a value laid out otherwise than its storage; the tensor keeps its
+#: strides, as in eager. Each: (the tensor, the source written into it).
+_WRITTEN_IN_ANOTHER_LAYOUT = {
+    "copy_of_a_transpose": (lambda d: torch.zeros(3, 4, device=d), lambda y: y.reshape(4, 3).t()),
+    "copy_of_a_permute": (lambda d: torch.zeros(2, 3, 2, device=d), lambda y: y.reshape(2, 2, 3).permute(1, 2, 0)),
+    "copy_into_channels_last": (
+        lambda d: torch.zeros(1, 2, 2, 3, device=d).contiguous(memory_format=torch.channels_last),
+        lambda y: y.reshape(1, 2, 2, 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_WRITTEN_IN_ANOTHER_LAYOUT))
+def test_as_strided_after_a_copy_in_another_layout_matches_eager(backend, case):
+    """``x.copy_(y.t())`` keeps ``x``'s strides; the lazy storage took the layout of its new
+    value (the transpose's), so a later ``as_strided`` read the storage in another order and
+    ops reading ``x`` got other strides than eager. The storage's layout is now fixed at
+    allocation (``Storage.meta``) and a value written in another layout is copied into it."""
+    results = []
+    for device in ("cpu", "lazy"):
+        x = _WRITTEN_IN_ANOTHER_LAYOUT[case][0](device)
+        y = torch.arange(12.0).to(device)
+        x.copy_(_WRITTEN_IN_ANOTHER_LAYOUT[case][1](y))
+        after = x + 1
+        results.append((x.as_strided((5,), (2,), 1).cpu(), after.stride(), after.as_strided((4,), (1,)).cpu()))
+    (want, want_stride, want_after), (got, got_stride, got_after) = results
+    assert torch.equal(got, want), (got, want)
+    assert got_stride == want_stride
+    assert torch.equal(got_after, want_after), (got_after, want_after)
+
+
+def test_channels_last_keeps_its_layout_on_the_lazy_device(backend):
+    """A channels-last CPU tensor moved to the lazy device became contiguous (the lazy ``empty``
+    ignored ``memory_format``): its ``as_strided`` read other elements than eager's (torch-mlir
+    e2e ``AtenAsStridedChannelsLastParameterModule``), ``is_contiguous()`` said True, and
+    ``.cpu()`` came back contiguous."""
+    x = torch.arange(24.0).reshape(1, 2, 3, 4).to(memory_format=torch.channels_last)
+    lx = lazy(x)
+    assert lx.stride() == x.stride() and not lx.is_contiguous()
+    assert torch.equal(lx.as_strided((2, 3), (1, 2), 1).cpu(), x.as_strided((2, 3), (1, 2), 1))
+    assert (lx * 2).stride() == (x * 2).stride()
+    back = lx.cpu()
+    assert back.stride() == x.stride() and torch.equal(back, x)
+    e = torch.empty(2, 3, 4, 5, device="lazy", memory_format=torch.channels_last)
+    assert e.stride() == torch.empty(2, 3, 4, 5, memory_format=torch.channels_last).stride()
+
+
+def test_unsafe_view_shares_its_input_storage_like_eager(backend):
+    """``aten._unsafe_view`` has no alias annotation, so it was recorded as a new tensor; eager's
+    result is a view of its input's memory: a write through it changes the input, and its
+    ``as_strided`` addresses the input's storage (torch-mlir e2e ``AtenAsStridedAfterUnsafeView*``)."""
+    results = []
+    for device in ("cpu", "lazy"):
+        x = torch.arange(24.0).reshape(4, 6).to(device)
+        y = torch.ops.aten._unsafe_view(x[1:], (3, 2, 3))
+        a, b = y.as_strided((3,), (2,), 1), y.as_strided((3,), (2,))
+        y.mul_(-1)
+        results.append([t.cpu() for t in (a, b, x, y)])
+    for want, got in zip(*results):
+        assert torch.equal(got, want), (got, want)
+
+
+def test_write_through_an_overlapping_as_strided_matches_eager(backend):
+    """Fuzz seed 3001 p83 and p97 (the ``strided`` category): ``v = x.as_strided((2, 1), (0, 1), 1)``
+    repeats one address. ``v[0].fill_(c)`` writes it once in eager; lazy inverted the view chain
+    step by step and the ``as_strided`` inverse scattered both rows of ``v`` there, the unwritten
+    one last (``x`` unchanged). And ``out=v`` itself raised nothing where eager refuses a tensor
+    with a stride-0 dimension. Such chains are written by address now, like an ``expand``."""
+    results = []
+    for device in ("cpu", "lazy"):
+        x = torch.tensor([-1, 3, -1], dtype=torch.int32).to(device) + 2.0
+        v = x.as_strided((2, 1), (0, 1), 1)
+        v[0].fill_(-1.5)
+        w = x.as_strided((2,), (2,), 0)  # distinct addresses: inverted step by step, as before
+        w[1].mul_(10)
+        results.append(x.cpu())
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            torch.maximum(v, v, out=v)
+            v.cpu()
+    assert torch.equal(results[1], results[0]), results
+
+
+_G = torch.randint(0, 20, (4, 5), generator=torch.Generator().manual_seed(0))
+_A = torch.rand(4, 5, generator=torch.Generator().manual_seed(1))
+_B = torch.rand(4, 5, generator=torch.Generator().manual_seed(2))
+#: Ops whose CPU kernel and meta kernel disagree on mixed operand dtypes (found by torch-mlir's
+#: e2e ``ThresholdBackward2dMixedModule`` and by running OpInfo samples with one operand cast,
+#: on meta and on the CPU): lazy took the meta kernel's dtype or returned a value where eager raises.
+_MIXED_DTYPES = {
+    # int64 zeros where eager promotes to float32
+    "threshold_backward": lambda d: torch.ops.aten.threshold_backward(_G.to(d), _A.to(d), 0.5),
+    # the loss keeps the input's dtype on the CPU; meta promotes
+    "huber_loss": lambda d: F.huber_loss(_A.to(d), _B.double().to(d)),
+    "soft_margin_loss": lambda d: F.soft_margin_loss(_A.half().to(d), _B.to(d)),
+    "native_dropout_backward": lambda d: torch.ops.aten.native_dropout_backward(_A.to(d), _B.double().to(d), 2.0),
+    # "Found dtype Double but expected Float" on the CPU
+    "binary_cross_entropy": lambda d: F.binary_cross_entropy(_A.to(d), _B.double().to(d)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_MIXED_DTYPES))
+def test_mixed_dtypes_give_eager_dtypes_and_errors(backend, case):
+    try:
+        want = _MIXED_DTYPES[case]("cpu")
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=re.escape(str(e).splitlines()[0])):
+            _MIXED_DTYPES[case]("lazy").cpu()
+        return
+    got = _MIXED_DTYPES[case]("lazy").cpu()
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    torch.testing.assert_close(got, want)
 
 
 def test_as_strided_past_the_storage_raises_like_eager(backend):

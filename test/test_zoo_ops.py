@@ -286,6 +286,36 @@ def test_upsampling_forward_and_backward_match_eager(name: str, case: str) -> No
     torch.testing.assert_close(got_grad, want_grad)
 
 
+#: ``upsample_nearest*d`` given scales beside the output size (torch-mlir e2e
+#: ``UpSampleNearest2dDynamicFactor``): (op, output size, scales, input's spatial shape).
+_NEAREST_WITH_SCALES = {
+    "2d_scales_past_the_input": (torch.ops.aten.upsample_nearest2d, [6, 10], (2.3, 4.7), (2, 2)),
+    "2d_twice_ignores_the_scale": (torch.ops.aten.upsample_nearest2d, [4, 6], (3.0, 0.5), (2, 3)),
+    "2d_same_size_ignores_the_scale": (torch.ops.aten.upsample_nearest2d, [2, 3], (3.0, 1.7), (2, 3)),
+    "1d": (torch.ops.aten.upsample_nearest1d, [12], (2.2,), (5,)),
+    "3d_one_scale_missing": (torch.ops.aten.upsample_nearest3d, [5, 4, 6], (2.6, None, 3.5), (2, 3, 2)),
+}
+
+
+@pytest.mark.parametrize("name", requested_backends())
+@pytest.mark.parametrize("case", sorted(_NEAREST_WITH_SCALES))
+def test_nearest_upsampling_with_given_scales_matches_eager(name: str, case: str) -> None:
+    """Eager's index is ``min(floor(dst / scale), in - 1)``, and the input index itself when the
+    sizes agree or half of it when the output is twice the input, whatever the scale. PyTorch's
+    decomposition (used for the forward) does not clamp: past the input it read garbage (7e28)."""
+    use_backend(name)
+    op, size, scales, spatial = _NEAREST_WITH_SCALES[case]
+    x = torch.rand(2, 3, *spatial, generator=torch.Generator().manual_seed(0))
+    want = op(x, size, *scales)
+    grad = torch.rand(want.shape, generator=torch.Generator().manual_seed(1))
+    backward = getattr(torch.ops.aten, f"{op.__name__.split('.')[-1]}_backward")
+    want_grad = backward(grad, size, list(x.shape), *scales)
+    got = op(x.to("lazy"), size, *scales).cpu()
+    got_grad = backward(grad.to("lazy"), size, list(x.shape), *scales).cpu()
+    assert torch.equal(got, want), (got, want)
+    torch.testing.assert_close(got_grad, want_grad)
+
+
 #: Forms that failed to compile their whole graph (tools/nn_sweep.py), each with its inputs' shapes.
 _ONCE_UNCOMPILED = {
     "unfold": (lambda x: torch.nn.functional.unfold(x, (2, 3), padding=1, stride=2), (2, 3, 7, 9)),

@@ -19,6 +19,8 @@ category's lines, nothing else:
   support, a bad dim): lazy must raise the same exception type. Off: such
   lines are dropped (a lazy error where eager has none is always a finding).
 - ``collide``: twin programs whose constants collide in Python (driver.py).
+- ``strided``: ``as_strided`` (read and written through) and channels-last copies: values
+  that depend on the storage's layout, not only on the tensor's value.
 """
 
 from __future__ import annotations
@@ -453,6 +455,19 @@ def _reads_what_it_writes(dst: torch.Tensor, src: torch.Tensor) -> bool:
     return span[0][0] < span[1][1] and span[1][0] < span[0][1]
 
 
+def _writable(t: torch.Tensor) -> bool:
+    """Not a tensor whose elements share memory in a layout ATen cannot classify (an
+    ``as_strided`` with strides (1, 1)): eager writes it element by element, so an element
+    reached twice is updated twice, a loop-order result PyTorch documents no value for. A
+    stride-0 dimension stays writable: eager refuses it (an error to match)."""
+    if any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
+        return True
+    index = torch.zeros((), dtype=torch.int64)
+    for d, (n, st) in enumerate(zip(t.shape, t.stride())):
+        index = index.unsqueeze(-1) + torch.arange(n) * st if d else torch.arange(n) * st
+    return index.numel() == index.unique().numel()
+
+
 def _inplace_category(g: Generator, target: str, castable: bool) -> str:
     if not castable:
         return "inplace_cast"
@@ -462,7 +477,7 @@ def _inplace_category(g: Generator, target: str, castable: bool) -> str:
 
 @op("inplace")
 def inplace(g: Generator) -> Line | None:
-    a = g.var()
+    a = g.var(_writable)
     if a is None:
         return None
     t = g.t(a)
@@ -494,7 +509,7 @@ def inplace(g: Generator) -> Line | None:
 
 @op("view_inplace")
 def inplace_through_view(g: Generator) -> Line | None:
-    a = g.var(_nd(1))
+    a = g.var(lambda x: x.dim() >= 1 and _writable(x))
     if a is None:
         return None
     t = g.t(a)
@@ -517,7 +532,7 @@ def out_variant(g: Generator) -> Line | None:
     if a is None:
         return None
     b = g.var(_broadcasts(g.t(a)))
-    dst = g.var(lambda x: x.shape == torch.broadcast_shapes(g.t(a).shape, g.t(b).shape))
+    dst = g.var(lambda x: x.shape == torch.broadcast_shapes(g.t(a).shape, g.t(b).shape) and _writable(x))
     if dst is None:
         return None
     if _reads_what_it_writes(g.t(dst), g.t(a)) or _reads_what_it_writes(g.t(dst), g.t(b)):
@@ -534,6 +549,46 @@ def out_variant(g: Generator) -> Line | None:
     castable = torch.can_cast(result.dtype, g.t(dst).dtype)
     return Line(f"torch.{fn}({a}, {b}, out={dst})", (), (dst,), _inplace_category(g, dst, castable),
                 (a, b) if fn == "maximum" else ())
+
+
+# -- storage layout ------------------------------------------------------------------------------
+def _storage_numel(t: torch.Tensor) -> int:
+    return t.untyped_storage().nbytes() // t.element_size()
+
+
+@op("strided")
+def strided(g: Generator) -> Line | None:
+    """``as_strided`` addresses the storage, not the value: of a view, of a tensor written
+    in another layout (``copy_`` of a transpose), of a channels-last copy; read, or written
+    through when the elements it addresses are distinct. Sometimes past the storage's end
+    (eager's error). Also a channels-last ``contiguous`` whose later ops keep the layout."""
+    a = g.var(lambda x: x.numel() > 0 and not x.is_complex())
+    if a is None:
+        return None
+    t, out = g.t(a), g.fresh()
+    if t.dim() == 4 and g.rng.random() < 0.3:
+        return Line(f"{out} = {a}.contiguous(memory_format=torch.channels_last)", (), (out,), "strided")
+    n = _storage_numel(t)
+    size = tuple(g.rng.randint(1, 3) for _ in range(g.rng.choice([1, 2])))
+    stride = tuple(g.rng.choice([0, 1, 1, 2, 3, n // 2 or 1]) for _ in size)
+    reach = sum((k - 1) * st for k, st in zip(size, stride))
+    past = g.rng.random() < 0.05
+    if reach >= n and not past:
+        return None
+    offset = g.rng.randint(0, max(n - 1 - reach, 0)) if not past else n - reach
+    implicit = not past and g.rng.random() < 0.3 and t.storage_offset() + reach < n
+    args = "({0}, {1})" if implicit else "({0}, {1}, {2})"
+    consts = (size, stride) if implicit else (size, stride, offset)
+    distinct = all(st > 0 for st in stride) and (
+        len(size) == 1 or stride[0] >= (size[1] - 1) * stride[1] + 1 or stride[1] >= (size[0] - 1) * stride[0] + 1)
+    if distinct and g.rng.random() < 0.3:
+        fn = g.rng.choice(["mul_({3})", "add_({3})", "zero_()"])
+        consts = (size, stride, offset, g.scalar()) if not implicit else (size, stride, None, g.scalar())
+        if implicit:
+            args = "({0}, {1})"
+        return Line(f"{a}.as_strided{args}.{fn}", consts, (a,),
+                    "strided" if fn == "zero_()" or _castable(g, t, consts[3]) else "inplace_cast")
+    return Line(f"{out} = {a}.as_strided{args}", consts, (out,), "strided")
 
 
 # -- casts, where, cat ----------------------------------------------------------------------------
