@@ -71,6 +71,14 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, bool | int | float)
 
 
+def _runtime_number(x: Any) -> bool:
+    """The ``item`` of a 0-d tensor node (how a scalar parameter reaches an op taking a number)."""
+    return (isinstance(x, Node) and x.op == "call_function"
+            and x.target in (aten.item.default, aten._local_scalar_dense.default)
+            and isinstance(x.args[0], Node) and _tensor_dtype(x.args[0]) is not None
+            and x.args[0].meta["val"].dim() == 0)
+
+
 def _tensor_dtype(x: Any) -> torch.dtype | None:
     val = x.meta.get("val") if isinstance(x, Node) else None
     return val.dtype if isinstance(val, torch.Tensor) else None
@@ -90,17 +98,19 @@ TENSOR_COMPARISONS = frozenset(SCALAR_COMPARISONS.values())
 
 
 def _promote_bool_operand(g: Graph, node: Node) -> bool:
-    """A bool operand of a mixed Tensor comparison converted to the compare dtype."""
+    """The operands of a mixed Tensor comparison converted to the compare dtype: a bool one
+    (see the module docstring), and any other whose dtype differs from it (torch-mlir compares
+    float32 with a 0-d float64 in float64; eager rounds the 0-d operand to float32 first)."""
     vals = [a.meta.get("val") if isinstance(a, Node) else None for a in node.args[:2]]
     if len(vals) != 2 or not all(isinstance(v, torch.Tensor) for v in vals):
         return False
     dtypes = {v.dtype for v in vals}
-    if torch.bool not in dtypes or len(dtypes) == 1 or any(d.is_complex for d in dtypes):
+    if len(dtypes) == 1 or any(d.is_complex for d in dtypes):
         return False
     dtype = torch.result_type(*(torch.empty(v.shape, dtype=v.dtype, device="meta") for v in vals))
     args = list(node.args)
     for i, v in enumerate(vals):
-        if v.dtype == torch.bool:
+        if v.dtype != dtype:
             args[i] = _new(g, node, aten._to_copy.default, (args[i],), {"dtype": dtype},
                            TensorMeta(tuple(v.shape), dtype, tuple(v.stride())))
     node.args = tuple(args)
@@ -119,6 +129,28 @@ def rewrite_number_comparisons(g: Graph) -> int:
             continue
         tensor, number = node.args
         self_dtype = _tensor_dtype(tensor)
+        if _runtime_number(number) and self_dtype is not None and not self_dtype.is_complex:
+            # A number passed at run time (a scalar parameter: ``x == 0.1``) arrives as the
+            # ``item`` of a 0-d float64/int64 tensor, which torch-mlir compared in float64
+            # with the tensor extended: ``tensor([0.1]) == 0.1`` was False (eager rounds 0.1
+            # to float32 first). The Tensor form against that 0-d tensor, promoted as eager does.
+            source = number.args[0]
+            kind = source.meta["val"].dtype
+            sample = 0.5 if kind.is_floating_point else True if kind == torch.bool else 1
+            dtype = torch.result_type(torch.empty((1,), dtype=self_dtype), sample)  # as a number, not a 0-d tensor
+            if not dtype.is_floating_point:
+                continue  # (integers compare exactly either way)
+            operands = []
+            for x in (tensor, source):
+                val = x.meta["val"]
+                if val.dtype != dtype:
+                    x = _new(g, node, aten._to_copy.default, (x,), {"dtype": dtype},
+                             TensorMeta(tuple(val.shape), dtype, tuple(val.stride())))
+                operands.append(x)
+            node.target = SCALAR_COMPARISONS[node.target]
+            node.args = tuple(operands)
+            changed += 1
+            continue
         if self_dtype is None or not _is_number(number) or self_dtype.is_complex:
             continue
         if self_dtype != torch.bool and not self_dtype.is_floating_point and type(number) is int:

@@ -279,6 +279,8 @@ class LoweringContext:
         def conv(lazy_arg: Any, x: Any) -> Any:
             if half_accumulation.is_tensor_operand(lazy_arg) and lazy_arg.meta.dtype in low:
                 return self._cast(x, lazy_arg.meta, torch.float32)
+            if isinstance(x, torch.dtype) and x in low:  # ``_softmax_backward_data``'s input_dtype
+                return torch.float32
             return x
 
         args = tuple(conv(a, x) for a, x in zip(node.args, args)) + args[len(node.args):]
