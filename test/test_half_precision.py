@@ -35,8 +35,17 @@ _REDUCTIONS = {
 }
 
 
+#: iree-vulkan: IREE 3.13 compiles the float32 batch-norm statistics over 20000 elements into
+#: one workgroup reduction needing 1.9 MB of shared memory (the limit is 32 KB): the graph runs
+#: eagerly, with eager's values.
+_VULKAN_UNCOMPILED = {"batch_norm", "instance_norm"}
+
+
 @pytest.mark.parametrize("case", sorted(_REDUCTIONS))
-def test_half_precision_reductions_accumulate_like_eager(backend, case):
+def test_half_precision_reductions_accumulate_like_eager(backend, case, request):
+    if request.node.callspec.id.startswith("iree-vulkan") and case in _VULKAN_UNCOMPILED:
+        pytest.skip("iree-vulkan: IREE 3.13 cannot compile float32 batch-norm statistics over 20000 elements "
+                    "(1.9 MB of workgroup shared memory, limit 32 KB); the graph runs eagerly")
     want = _REDUCTIONS[case](_X).float()
     got = _REDUCTIONS[case](_X.to("lazy")).cpu().float()
     # About two float16 ulps at 1 (eager's CPU kernels round in places in another order:
