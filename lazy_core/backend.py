@@ -154,6 +154,14 @@ class BackendImpl(ABC):
         returns False runs eagerly on the CPU (counted as a fallback)."""
         return True
 
+    #: Whether float subnormals (float32 magnitudes below 2**-126) become zero in
+    #: arithmetic and comparisons, as eager does only under
+    #: ``torch.set_flush_denormal(True)``. PyTorch keeps them by default; a backend
+    #: whose hardware or runtime flushes them must say so here, so tests and the fuzzer
+    #: compare it with the flushing semantics instead of reporting every subnormal as a
+    #: wrong value (test_subnormals.py checks each backend does what it declares).
+    flushes_subnormals: bool = False
+
     # -- dynamic dimensions (optional, lazy_core.dynamic_shapes) -----------------
     #: Whether the four methods below are implemented. The executor then
     #: compiles a graph family (one program at several sizes) once with

@@ -192,3 +192,27 @@ def test_a_mismatch_says_when_code_compiled_for_another_size_ran() -> None:
     for rows in (2, 3, 4):
         torch.softmax(torch.randn(rows, 5).to("lazy"), -1).cpu()
     assert _shared_code_count() >= before + 2, lazy_core.metrics.counters()
+
+
+_FUSED_ALPHA = """
+import torch
+r = torch.sub(torch.tensor(0.0), torch.tensor(1e-40), alpha=1e-6)
+assert not r.signbit(), "the vectorized kernel fuses the multiply-add: -0.0"
+"""
+
+
+def test_a_value_eager_returns_on_other_cpu_kernels_is_not_a_mismatch() -> None:
+    """Fuzz seed 4004 (iree-vulkan, then every backend): ``torch.sub(0.0, 1e-40, alpha=1e-6)``
+    is -0.0 in eager on AVX2/AVX-512 (a fused multiply-add) and +0.0 on ATen's baseline kernels,
+    as on every lazy backend. The driver re-runs a mismatch's repro with
+    ``ATEN_CPU_CAPABILITY=default`` and reports a pass there as eager's own variance
+    (tools/fuzz/variance.py); a mismatch that stays is still one."""
+    import torch
+
+    from tools.fuzz.variance import eager_capability_variance
+
+    if torch.backends.cpu.get_cpu_capability() == "DEFAULT":
+        pytest.skip("this CPU runs ATen's baseline kernels: nothing to tell apart")
+    assert eager_capability_variance(_FUSED_ALPHA)
+    assert not eager_capability_variance("raise SystemExit(1)")  # fails on every kernel
+    assert not eager_capability_variance("pass")  # passes as run: no mismatch to explain

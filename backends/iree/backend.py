@@ -171,6 +171,11 @@ class IreeBackend(MlirBackend):
         return {"emulate_bf16": target.emulate_bf16, "int64_extrema": target.int64_extrema,
                 "nan_checked_extrema": target.nan_checked_extrema, "positive_zero_sums": target.positive_zero_sums}
 
+    @property
+    def flushes_subnormals(self) -> bool:  # type: ignore[override]
+        """iree-cpu's runtime flushes them (``TargetSpec.flushes_subnormals``)."""
+        return self.config.target.flushes_subnormals
+
     def supports_op(self, op: Any) -> bool:
         """What the lowering can lower, less what this target cannot compile (``TargetSpec.eager_ops``)."""
         eager = self.config.target.eager_ops

@@ -161,10 +161,15 @@ class TargetSpec:
     #: GPUDistributeSharedMemoryCopyPass) or fails ("rank > 1 should be broken down") on the
     #: sort it is read from, for most shapes ([4, 9], [64, 8], [64]).
     eager_ops: frozenset[str] = frozenset()
+    #: ``BackendImpl.flushes_subnormals``. IREE's CPU runtime (3.13) switches on
+    #: flush-to-zero and denormals-are-zero on every thread that runs a dispatch
+    #: (``iree_fpu_state_push`` in its task workers), and no flag turns it off.
+    flushes_subnormals: bool = False
 
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
-                 (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"))
+                 (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"),
+                 flushes_subnormals=True)
 #: Replayed (memoized) command buffers wrote into freed memory on Vulkan (the module docstring).
 _NO_MEMOIZATION = "--iree-hal-memoization=false"
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",

@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             fallbacks = sum(v for k, v in report.counters.items() if k.startswith("fallback::"))
             print(f"[fuzz] {backend} seed {seed}: {report.programs} programs in {report.seconds:.1f}s "
                   f"({report.rate:.1f} programs/s), {len(report.failures)} mismatches, "
-                  f"{report.counters.get('compile', 0)} compiles, {fallbacks} fallbacks", flush=True)
+                  f"{report.counters.get('compile', 0)} compiles, {fallbacks} fallbacks, "
+                  f"{len(report.eager_variances)} equal to eager on other CPU kernels", flush=True)
             for i, f in enumerate(report.failures):
                 failed += 1
                 path = os.path.join(args.repro_dir, f"{backend}-seed{seed}-{i}.py")

@@ -13,6 +13,10 @@ category's lines, nothing else:
 - ``view_inplace``: in-place ops through a view (the base must change too).
 - ``linear``: ``F.linear``/``addmm``/``mm`` (zeros inputs are common).
 - ``special``: NaN and +-inf as scalar constants.
+- ``inexact``: scalar constants a float32/float16 tensor cannot hold exactly
+  (0.1, 1/3, 70000 ...), which expose where a number is rounded.
+- ``subnormal``: float32 subnormal constants (1e-40); left out on a backend that
+  declares ``flushes_subnormals`` (driver.py).
 - ``data_error``: errors only the data reveal (an index out of range, an
   integer division by zero): lazy must raise them at the read at the latest.
 - ``errors``: any other line that eager PyTorch rejects (a dtype it does not
@@ -723,4 +727,4 @@ def read_item(g: Generator) -> Line | None:
 
 
 CATEGORIES = sorted({c for c, _ in _registry} | {"nan", "inplace_cast", "special", "data_error", "errors",
-                                                  "collide"})
+                                                  "collide", "inexact", "subnormal"})

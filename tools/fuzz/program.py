@@ -163,6 +163,8 @@ class Generator:
     def scalar(self) -> Any:
         base = values.SCALARS if "collide" in self.categories else values.SCALARS_NO_COLLISIONS
         pool = base + (values.SPECIAL_SCALARS if "special" in self.categories else [])
+        pool = pool + (values.INEXACT_SCALARS if "inexact" in self.categories else [])
+        pool = pool + (values.SUBNORMAL_SCALARS if "subnormal" in self.categories else [])
         return self.rng.choice(pool)
 
     def ints(self, pool: list[Any]) -> Any:

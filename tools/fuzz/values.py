@@ -17,6 +17,13 @@ import torch
 #: Scalars for elementwise ops: each has a colliding partner in the pool.
 SCALARS: list[object] = [-1, -2, 1, 1.0, True, 0, -0.0, 0.0, False, 2, 0.5, -1.5, 3, 2.0]
 SPECIAL_SCALARS: list[object] = [math.nan, math.inf, -math.inf]
+#: Numbers a float32 or float16 tensor cannot hold exactly: a lowering that
+#: computes with the double (or rounds it twice) differs from eager's
+#: ``tensor([0.1]) == 0.1``; 70000 overflows float16; -2.5 is a rounding tie.
+INEXACT_SCALARS: list[object] = [0.1, 1 / 3, -2.5, 1e-6, 70000.0, 0.7]
+#: float32 subnormals, kept by eager PyTorch (left out on a backend that declares
+#: ``flushes_subnormals``).
+SUBNORMAL_SCALARS: list[object] = [1e-40, -3e-42]
 #: One value of each collision class, for runs with the ``collide`` category off.
 SCALARS_NO_COLLISIONS: list[object] = [-1, 1, 0, 0.5, -1.5, 3, 2.0]
 
