@@ -390,6 +390,8 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
             raise _Untraceable(f"{type(e).__name__}: {e}") from e
     if checked is not None:
         result = _with_cpu_dtypes(result, checked)
+    if op._schema.name in _LAYOUT_FROM_CPU and _has_channels_last_operand(margs):
+        result = _with_cpu_layout(result, op, margs, mkwargs)
     metas: list[TensorMeta | None] = []
     template = _template(result, metas)
     # The metas follow from the key, so the key alone names the signature.
@@ -403,6 +405,51 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
 
 
 _INDEX_ARGS = INDEX_ARGS
+
+#: Ops whose meta kernels lay out a result unlike the CPU kernel: ATen's CPU convolutions
+#: return channels-last results for a channels-last input or weight (oneDNN and the
+#: slow 2-d kernels), their meta kernels contiguous ones, so ``y.view(n, -1)`` passed on lazy
+#: where eager raises, and ``y.stride()`` and as_strided reads differed.
+_LAYOUT_FROM_CPU = {"aten::convolution", "aten::_convolution", "aten::convolution_backward"}
+
+
+def _channels_last(x: torch.Tensor) -> bool:
+    if x.dim() == 4:
+        return not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+    if x.dim() == 5:
+        return not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last_3d)
+    return False
+
+
+def _has_channels_last_operand(margs: tuple) -> bool:
+    return any(isinstance(a, torch.Tensor) and _channels_last(a) for a in margs)
+
+
+def _with_cpu_layout(meta: Any, op: Any, margs: tuple, mkwargs: dict) -> Any:
+    """``meta`` with the strides of the CPU kernel's results, run once per signature on
+    zeros laid out as the operands. Which layout the CPU kernel picks depends on the
+    kernel it chooses (oneDNN or not: the dtype, the sizes, the thread count), so it is
+    asked rather than imitated."""
+    def cpu(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return torch.zeros_like(torch.empty_strided(x.shape, x.stride(), dtype=x.dtype))
+        if isinstance(x, list | tuple):
+            return type(x)(cpu(v) for v in x)
+        return x
+
+    with metrics.timed("shape_inference"):
+        laid_out = op(*[cpu(a) for a in margs], **{k: cpu(v) for k, v in mkwargs.items()})
+    return _with_strides(meta, laid_out)
+
+
+def _with_strides(meta: Any, cpu: Any) -> Any:
+    if isinstance(meta, torch.Tensor) and isinstance(cpu, torch.Tensor):
+        if meta.shape != cpu.shape or meta.stride() == cpu.stride():
+            return meta
+        return torch.empty_strided(meta.shape, cpu.stride(), dtype=meta.dtype, device="meta")
+    if isinstance(meta, list | tuple) and isinstance(cpu, list | tuple) and len(meta) == len(cpu):
+        return type(meta)(_with_strides(m, c) for m, c in zip(meta, cpu))
+    return meta
 
 
 def _negative_integer_power(op: Any, margs: tuple) -> bool:
