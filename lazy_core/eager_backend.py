@@ -44,9 +44,19 @@ def interpret(graph: LazyGraph, args: Sequence[torch.Tensor]) -> list[torch.Tens
         return x
 
     for node in graph.nodes:
-        result = node.op(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
+        args = sub(node.args)
+        if node.op in _ON_VALUES and isinstance(args[0], torch.Tensor):
+            args = (args[0].contiguous(), *args[1:])
+        result = node.op(*args, **{k: sub(v) for k, v in node.kwargs.items()})
         env[id(node)] = _flatten_tensors(result)
     return [env[id(o.node)][o.index] for o in graph.outputs]
+
+
+#: Ops that address their input's memory. In a graph they address its *value* laid out
+#: row-major, as the compiled backends' gathers do (lowering/gathers.py; lazy_core/strided.py
+#: hands them the storage as a flat 1-d value); a CPU intermediate may be a stride-0 expand
+#: (a fill of a whole storage), whose memory is one element (fuzz seed 4203 program 546').
+_ON_VALUES = frozenset({torch.ops.aten.as_strided.default, torch.ops.aten.as_strided_scatter.default})
 
 
 def _flatten_tensors(result: Any) -> tuple:

@@ -103,12 +103,17 @@ def _linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     # bias of more dims than the product broadcast it (``F.linear(x1d, w, b3d)`` of shape
     # [3, 0, 3], fuzz seed 1) where eager's in-place add raises. Such a bias is rare: the
     # CPU kernel, run on zeros of the operands' layouts, says what eager does with it.
-    if bias is not None and bias.dim() > 1:
+    # So for a bias of another dtype: eager raises (addmm's check) or, on the matmul path
+    # (a strided bias), adds it in place and keeps the product's dtype, where the out-of-place
+    # add promoted (float64 for a float32 product, fuzz seed 4101).
+    want = None
+    if bias is not None and (bias.dim() > 1 or bias.dtype != input.dtype or bias.dtype != weight.dtype):
         stand_ins = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype).zero_()
                      for t in (input, weight, bias) if t.numel() <= 1 << 22]
         if len(stand_ins) == 3:
-            torch.ops.aten.linear.default(*stand_ins)
-    return torch.ops.aten.linear.default.decompose(input, weight, bias)
+            want = torch.ops.aten.linear.default(*stand_ins).dtype
+    out = torch.ops.aten.linear.default.decompose(input, weight, bias)
+    return out if want is None or out.dtype == want else out.to(want)
 
 
 def register() -> None:

@@ -127,6 +127,9 @@ _NON_FLOAT_CHECKED = {
     "_adaptive_avg_pool3d", "adaptive_max_pool2d", "adaptive_max_pool3d", "igamma", "igammac",
     "logcumsumexp", "grid_sampler_2d", "grid_sampler_3d", "median", "nanmedian", "cumsum", "cross",
     "linalg_cross", "ceil", "clamp", "clamp_min", "clamp_max",
+    # Not implemented for integers on the CPU; leaky_relu computed on reference (found
+    # while checking numbers out of an integer range, the inexact fuzz constants).
+    "leaky_relu", "softplus", "hardshrink", "softshrink",
 }
 
 # Ops with an ``alpha`` the CPU kernel checks against the result dtype
@@ -156,6 +159,10 @@ class OpPlan:
     # Argument names typed Scalar / Scalar? / Scalar[] that may become parameters.
     scalar_args: frozenset[str] = frozenset()
     scalar_positions: frozenset[int] = frozenset()
+    # Arguments that may carry a Python number the CPU kernel converts to an operand's dtype
+    # with c10's overflow check (lazy_core.tensor._check_numbers_fit): positions and names.
+    number_positions: frozenset[int] = frozenset()
+    number_names: frozenset[str] = frozenset()
     has_device_arg: bool = False
     # Whether 0, 1 and bools are lifted too (_EVERY_VALUE_LIFTED; a bool as 0 or 1).
     lifts_every_value: bool = False
@@ -232,6 +239,10 @@ def _make_plan(op: Any) -> OpPlan:
             if str(a.type) in ("number", "Optional[number]", "List[number]", "Tensor", "Optional[Tensor]")
         )
     p.scalar_positions = frozenset(p.arg_index[n] for n in p.scalar_args)
+    p.number_names = frozenset(
+        a.name for a in schema.arguments
+        if str(a.type) in _NUMBER_TYPES and a.name not in INDEX_ARGS and a.name != "out")
+    p.number_positions = frozenset(p.arg_index[n] for n in p.number_names) - {0}
     p.lifts_every_value = base_name in _EVERY_VALUE_LIFTED
     p.has_device_arg = "device" in p.arg_index
     p.dynamic_shape = torch.Tag.dynamic_output_shape in tags or torch.Tag.data_dependent_output in tags
@@ -264,6 +275,9 @@ def _make_plan(op: Any) -> OpPlan:
                          or p.non_float_checked or p.alpha_index >= 0 or p.dim_index >= 0)
     return p
 
+
+#: Schema types that can carry a Python number (a Tensor one as a wrapped number).
+_NUMBER_TYPES = frozenset({"number", "Optional[number]", "float", "Optional[float]", "Tensor", "Optional[Tensor]"})
 
 # Ops whose CPU kernel converts a Scalar to the dtype of ``self`` with c10's checked
 # conversion: ``int_t.fill_(inf)`` and ``half_t.fill_(1e6)`` raise "value cannot be

@@ -96,6 +96,8 @@ def as_strided(func: Any, args: tuple, kwargs: dict) -> Any:
     size = [int(s) for s in bound["size"]]
     stride = [int(s) for s in bound["stride"]]
     root = base._lz_storage.meta
+    if _numel(root.shape) == 0:  # an empty storage (``x[False]``): any element is out of bounds
+        _check_bounds(size, stride, int(bound.get("storage_offset") or 0), root)
     if not dense(root.shape, root.stride) or root.dtype in fallback.refused_dtypes():
         # (A dtype no backend compiles runs eagerly on the input's values.)
         return _t._view(func, _t.plan(func), args, kwargs)

@@ -735,6 +735,79 @@ def _normalize_device_kwargs(p: OpPlan, kwargs: dict) -> dict:
     return kwargs
 
 
+_BOUNDS: dict[torch.dtype, tuple[float, float] | None] = {}
+
+
+def _bounds(dtype: torch.dtype) -> tuple[float, float] | None:
+    """The finite range of ``dtype`` (None for bool and complex: not checked)."""
+    b = _BOUNDS.get(dtype, ())
+    if b == ():
+        if dtype.is_floating_point:
+            b = (-torch.finfo(dtype).max, torch.finfo(dtype).max)
+        elif dtype.is_complex or dtype == torch.bool:
+            b = None
+        else:
+            b = (torch.iinfo(dtype).min, torch.iinfo(dtype).max)
+        _BOUNDS[dtype] = b
+    return b
+
+
+def _out_of_range(v: int | float, floating: bool, lo: float, hi: float) -> bool:
+    if floating and type(v) is float and not math.isfinite(v):
+        return False  # inf and NaN convert to a floating dtype
+    return not lo <= v <= hi
+
+
+def _check_numbers_fit(op: Any, p: OpPlan, args: tuple, kwargs: dict) -> None:
+    """Raise eager's error for a Python number its CPU kernel cannot convert.
+
+    Many CPU kernels convert a number to an operand's dtype with c10's overflow check
+    (``half_t.clamp(2, 70000.0)``, ``int8_t.threshold(300, 1)``, ``bf16_t.lerp(t, 1e39)``
+    raise "value cannot be converted to type ... without overflow"), others compute with
+    it (``half_t * 70000.0`` does not raise), and the meta kernels never check, so a
+    compiled backend computed what eager refuses (fuzz seed 4201, the inexact constants).
+    A number outside the first tensor operand's range, which is rare, runs the CPU kernel
+    on stand-ins for its verdict: pointwise ops on one element per operand, others on
+    ones of the operands' shapes (up to ``_CPU_ERROR_ELEMENTS``).
+    """
+    numbers = [args[i] for i in p.number_positions if i < len(args) and type(args[i]) in (int, float)]
+    numbers += [v for k, v in kwargs.items() if type(v) in (int, float) and k in p.number_names]
+    if not numbers:  # the common case: tensors only
+        return
+    dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor)), None)
+    bounds = _bounds(dtype) if dtype is not None else None
+    if bounds is None:
+        return
+    lo, hi = bounds
+    floating = dtype.is_floating_point
+    if not any(_out_of_range(v, floating, lo, hi) for v in numbers):
+        return
+    pointwise = torch.Tag.pointwise in op.tags
+    total = 0
+
+    def cpu(x: Any, name: str | None) -> Any:
+        nonlocal total
+        if isinstance(x, torch.Tensor):
+            shape = (1,) * x.dim() if pointwise else tuple(x.shape)
+            total += math.prod(shape)
+            zero = name in _INDEX_ARGS and x.dtype != torch.bool
+            return (torch.zeros if zero else torch.ones)(shape, dtype=x.dtype)
+        if isinstance(x, list | tuple):
+            return type(x)(cpu(v, name) for v in x)
+        return x
+
+    names = [a.name for a in op._schema.arguments]
+    cargs = [cpu(a, names[i] if i < len(names) else None) for i, a in enumerate(args)]
+    ckwargs = {k: cpu(v, k) for k, v in kwargs.items()}
+    if total > _CPU_ERROR_ELEMENTS:
+        return
+    try:
+        op(*cargs, **ckwargs)
+    except RuntimeError as e:
+        if "without overflow" in str(e) or "out of range" in str(e):
+            raise type(e)(str(e)) from None
+
+
 def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan | None = None) -> tuple[Node, Any]:
     """Record ``op`` and return its node and output template.
 
@@ -749,6 +822,8 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
         kwargs = _normalize_device_kwargs(p, kwargs)
     if p.value_index >= 0:
         _check_value_converts(p, args, kwargs)
+    elif p.number_names:
+        _check_numbers_fit(op, p, args, kwargs)
     operands: list[Output] = []
     conv = None
     sp = p.scalar_positions

@@ -482,21 +482,56 @@ def test_a_channels_last_convolution_is_laid_out_like_eager(backend, dims):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason="upstream: ATen's linear (aten/src/ATen/native/Linear.cpp) adds a bias "
-                   "in place for a plain tensor and out of place for a tensor subclass (isTensorSubclassLike), "
-                   "so a float64 bias promotes a lazy result and not an eager one")
-def test_linear_of_a_strided_bias_of_another_dtype(backend):
-    """Fuzz seed 4101 program 15: ``F.linear(zeros(3), w_f32, b_f64[::3])`` is float32 in eager
-    (matmul, then ``add_`` of the bias) and float64 on every lazy backend: ATen's composite
-    ``linear`` takes ``add`` instead of ``add_`` for tensor subclasses (composite compliance),
-    and a lazy tensor is one. A contiguous bias of another dtype raises in both (addmm's check).
-    Left upstream; the fuzzer leaves such biases out (tools/fuzz/ops.py ``linear``). XPASS means
-    ATen changed: delete the xfail and that filter."""
+def test_linear_of_a_strided_bias_of_another_dtype_keeps_eagers_dtype(backend):
+    """Fuzz seed 4101 program 15: ``F.linear(zeros(3), w_f32, b_f64[:, 0])`` is float32 in eager
+    (matmul, then ``add_`` of the bias) and was float64 on every lazy backend: ATen's composite
+    ``linear`` adds out of place for a tensor subclass (composite compliance), and a lazy
+    tensor is one. A contiguous bias of another dtype raises in both (addmm's check). The
+    lazy ``linear`` asks the CPU kernel on stand-ins (lazy_core/factories.py ``_linear``)."""
     w = torch.randn(3, 3, generator=torch.Generator().manual_seed(0))
     b = torch.randn(3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    want = torch.nn.functional.linear(torch.zeros(3), w, b[:, 0])
-    got = torch.nn.functional.linear(torch.zeros(3, device="lazy"), lazy(w), lazy(b)[:, 0])
-    assert got.dtype == want.dtype
+    raised = 0
+    for x in (torch.randn(3), torch.randn(2, 3), torch.randn(2, 2, 3)):
+        for bias in (lambda t: t[:, 0], lambda t: t[0]):
+            try:
+                want = torch.nn.functional.linear(x, w, bias(b))
+            except RuntimeError as e:  # addmm's dtype check: a 2-d input or a contiguous bias
+                raised += 1
+                with pytest.raises(RuntimeError, match=re.escape(str(e))):
+                    torch.nn.functional.linear(lazy(x), lazy(w), bias(lazy(b))).cpu()
+                continue
+            got = torch.nn.functional.linear(lazy(x), lazy(w), bias(lazy(b)))
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got.cpu(), want)
+    assert 0 < raised < 6
+
+
+def test_as_strided_of_an_empty_storage_raises_at_the_call(backend):
+    """Fuzz seed 4201: ``x[False]`` is a new, empty storage; ``as_strided((3,), (0,))`` of it
+    raises in eager at the call, and lazy raised only at the read (the storage was not dense,
+    so its bounds were not checked; lazy_core/strided.py)."""
+    for device in ("cpu", "lazy"):
+        empty = torch.zeros(2, 3, device=device)[False]
+        with pytest.raises(RuntimeError, match="out of bounds for storage of size 0"):
+            empty.as_strided((3,), (0,))
+        assert empty.as_strided((0,), (1,)).shape == (0,)
+
+
+def test_as_strided_after_a_fill_of_the_whole_storage_matches_eager(backend):
+    """Fuzz seed 4203 program 546': ``v[True] = inf`` fills the whole storage with an expand of
+    the number; the eager backend (and every graph that fails to compile, which it runs) then
+    took ``as_strided`` of that stride-0 value's one-element memory and raised. The graph's
+    ``as_strided`` addresses values (lazy_core/eager_backend.py ``_ON_VALUES``)."""
+    results = []
+    for device in ("cpu", "lazy"):
+        v = torch.arange(6.0, device=device).reshape(2, 1, 3) * 0.5
+        v[True] = float("inf")
+        v.as_strided((3,), (2,)).add_(1.0)
+        w = torch.zeros(2, 3, device=device)
+        w.fill_(torch.tensor(2.0))
+        results.append([t.cpu() for t in (v, w.as_strided((2,), (4,), 1), w)])
+    for got, want in zip(results[1], results[0]):
+        assert torch.equal(got, want), (got, want)
 
 
 def test_unsafe_view_shares_its_input_storage_like_eager(backend):
@@ -571,3 +606,38 @@ def test_as_strided_past_the_storage_raises_like_eager(backend):
         x[1:].as_strided((2, 3), (8, 1), 20)
     with pytest.raises(RuntimeError, match="out of bounds for storage"):
         lazy(x)[1:].as_strided((2, 3), (8, 1), 20)
+
+
+#: (dtype, number, op): a Python number outside the dtype's range. Eager raises for some
+#: ("value cannot be converted to type ... without overflow") and computes for others.
+_NUMBERS_OUT_OF_RANGE = [
+    (torch.float16, 70000.0, lambda t, v: torch.clamp(t, 2, v)),
+    (torch.float16, 70000.0, lambda t, v: t.clone().clamp_(max=v)),
+    (torch.float16, 70000.0, lambda t, v: F.hardshrink(t, v)),
+    (torch.bfloat16, 1e39, lambda t, v: torch.lerp(t, t, v)),
+    (torch.bfloat16, 1e39, lambda t, v: F.elu(t, v)),
+    (torch.int8, 300, lambda t, v: F.hardtanh(t, 0, v)),
+    (torch.int8, 300, lambda t, v: torch.addcmul(t, t, t, value=v)),
+    (torch.int32, 2 ** 40, lambda t, v: torch.threshold(t, 1, v)),
+    (torch.int64, 1e20, lambda t, v: torch.threshold(t, v, 1)),
+    (torch.float16, 70000.0, lambda t, v: t * v),  # computes: inf
+    (torch.float16, 70000.0, lambda t, v: torch.where(t > 0, t, v)),  # computes
+    (torch.int8, 300, lambda t, v: t + v),  # computes
+    (torch.int8, 3, lambda t, v: F.leaky_relu(t, v)),  # not implemented for integers
+]
+
+
+@pytest.mark.parametrize("case", range(len(_NUMBERS_OUT_OF_RANGE)))
+def test_numbers_out_of_the_dtypes_range_raise_like_eager(backend, case):
+    """Fuzz seed 4201 (reference): ``torch.clamp(half_t, 2, 70000.0)`` raises in eager and
+    computed on lazy: the meta kernels never check a number's conversion, and a compiled
+    backend does not either (lazy_core/tensor.py ``_check_numbers_fit``)."""
+    dtype, value, op = _NUMBERS_OUT_OF_RANGE[case]
+    x = torch.tensor([1, 2, 3]).to(dtype)
+    try:
+        want = op(x, value)
+    except (RuntimeError, NotImplementedError) as e:
+        with pytest.raises(type(e), match=re.escape(str(e).splitlines()[0])):
+            op(lazy(x), value)  # at the call, as eager
+        return
+    torch.testing.assert_close(op(lazy(x), value).cpu(), want, equal_nan=True)
