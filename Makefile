@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 LIT_ARGS ?= -v
 
-.PHONY: demo check test lit lint bench wheel clean install fuzz
+.PHONY: demo check check-slow test lit lint bench wheel clean install fuzz
 
 install: $(STAMP)
 
@@ -25,6 +25,11 @@ check: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/lit test/lit $(LIT_ARGS)
+
+# The `slow` tests `make check` leaves out for CI's time budget (larger models, the costliest
+# runs on IREE and lavapipe: `slow_on` in test/conftest.py). Run before a change to lowering or a backend lands.
+check-slow: $(STAMP)
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

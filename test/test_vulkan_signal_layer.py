@@ -15,9 +15,11 @@ process that runs the iree-vulkan backend.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +160,48 @@ def test_iree_vulkan_backend_runs_with_the_layer_loaded() -> None:
         assert any(str(vulkan_layer.enable()) in line for line in maps), (
             "the iree-vulkan backend opened Vulkan without lazy-mlir's signal layer")
     assert vulkan_layer.absorbed_signals() is not None
+
+
+_IDLE_SCRIPT = r"""
+import json, resource, sys, time
+import torch, lazy_core
+from lazy_mlir.backends.iree import vulkan_layer
+lazy_core.init("iree-vulkan")
+x = torch.arange(6.0)
+assert torch.equal((x.to("lazy") * 2 + 1).cpu(), x * 2 + 1)
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+start = cpu()
+time.sleep(3)
+print(json.dumps({"idle_cpu_s": cpu() - start, "sleeping_waits": vulkan_layer.sleeping_waits()}))
+"""
+
+
+def _idle_cpu(with_layer: bool) -> dict:
+    # Without the layer: also drop the loader variables this process set when it enabled it.
+    env = {k: v for k, v in os.environ.items() if with_layer or k not in ("VK_ADD_LAYER_PATH", "VK_INSTANCE_LAYERS")}
+    env.update(LAZY_IREE_VULKAN_SIGNAL_LAYER="1" if with_layer else "0", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", _IDLE_SCRIPT], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_an_idle_process_holding_a_lavapipe_device_does_not_spin() -> None:
+    """IREE's queue completion threads wait for any of several semaphores; lavapipe answers
+    that by polling without sleeping, so each process with an IREE Vulkan device burned two
+    cores while idle (CI: load 12 on 2 cores, the suite past its 90 minutes). The layer
+    polls with sleeps. The canary half (no layer) says when the driver stops spinning."""
+    if backend_unavailable_reason("iree-vulkan"):
+        _missing(f"iree-vulkan unavailable: {backend_unavailable_reason('iree-vulkan')}")
+    if not _is_lavapipe():
+        pytest.skip("the spinning wait-any checked here is lavapipe's")
+    fixed = _idle_cpu(with_layer=True)
+    assert fixed["sleeping_waits"], fixed  # the completion threads' waits went through the layer
+    assert fixed["idle_cpu_s"] < 0.45, f"an idle process used {fixed['idle_cpu_s']:.2f} s of CPU in 3 s"
+    spinning = _idle_cpu(with_layer=False)
+    assert spinning["sleeping_waits"] is None
+    assert spinning["idle_cpu_s"] > 2 * fixed["idle_cpu_s"] + 0.2, (
+        f"without the layer the idle process used {spinning['idle_cpu_s']:.2f} s of CPU in 3 s (with it "
+        f"{fixed['idle_cpu_s']:.2f} s): lavapipe may no longer spin; the layer's wait-any can go")

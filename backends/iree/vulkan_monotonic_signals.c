@@ -16,8 +16,8 @@
  * with VK_ERROR_DEVICE_LOST. The wake-up has already happened when the higher
  * value landed, so dropping the late, lower signal keeps IREE's meaning.
  *
- * Only host signals and shader modules pass through here; queue submissions
- * are untouched.
+ * Only host signals, wait-any waits on lavapipe (below) and shader modules
+ * pass through here; queue submissions are untouched.
  * lazy-mlir builds this file with the system C compiler on first use of the
  * IREE Vulkan backend (backends/iree/vulkan_layer.py) and enables it through
  * the loader's VK_ADD_LAYER_PATH / VK_INSTANCE_LAYERS. The layer follows the
@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
 
@@ -50,6 +51,10 @@ typedef struct {
   PFN_vkSignalSemaphoreKHR next_signal_khr;
   PFN_vkGetSemaphoreCounterValue next_counter;
   PFN_vkCreateShaderModule next_create_shader;
+  PFN_vkWaitSemaphores next_wait;
+  PFN_vkWaitSemaphoresKHR next_wait_khr;
+  /* lavapipe (Mesa's llvmpipe driver): its wait-any spins (layer_WaitSemaphores). */
+  int spinning_wait_any;
   /* Float widths whose IEEE specials the device can keep (vulkan_float_controls.c). */
   uint32_t ieee_widths;
   /* Host signals of this device take turns: the check and the signal are one step. */
@@ -60,6 +65,12 @@ static pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static instance_entry_t g_instances[kMaxInstances];
 static device_entry_t g_devices[kMaxDevices];
 static uint64_t g_absorbed;
+static uint64_t g_sleeping_waits;
+
+/* How many wait-any calls this layer answered by polling with sleeps (read by lazy-mlir's tests). */
+LAYER_EXPORT uint64_t lazy_mlir_sleeping_waits(void) {
+  return __atomic_load_n(&g_sleeping_waits, __ATOMIC_RELAXED);
+}
 
 /* How many late, lower signals were dropped (read by lazy-mlir's tests). */
 LAYER_EXPORT uint64_t lazy_mlir_absorbed_signals(void) {
@@ -119,6 +130,64 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_SignalSemaphoreKHR(
   return signal_in_order(device, info, 1);
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Wait-any on lavapipe without spinning. IREE 3.13's Vulkan queue keeps a
+ * completion thread per queue blocked in vkWaitSemaphores(WAIT_ANY) on its
+ * wake-up semaphore and the semaphores of work in flight, with no timeout.
+ * Mesa's common sync code answers a wait-any over several timeline
+ * semaphores of a driver that cannot wait on many at once (lavapipe) by
+ * polling them in a loop with no sleep, so every process holding an IREE
+ * Vulkan device burned a core per queue even when idle (CI ran 4 such
+ * processes on 2 cores: every compile and test ran at a third of its speed).
+ * Here the same wait polls the counters and sleeps between polls, 10 us
+ * doubling to 500 us: a completion is seen at most 0.5 ms late. Other
+ * drivers, and waits on one semaphore or on all, go to the driver as before.
+ */
+static VkResult wait_semaphores(VkDevice device, const VkSemaphoreWaitInfo* info,
+                                uint64_t timeout, int khr) {
+  device_entry_t* d = lookup_device(device);
+  if (!d) return VK_ERROR_INITIALIZATION_FAILED;
+  PFN_vkWaitSemaphores next = khr ? (PFN_vkWaitSemaphores)d->next_wait_khr : d->next_wait;
+  if (!d->spinning_wait_any || !d->next_counter || info->semaphoreCount < 2 ||
+      !(info->flags & VK_SEMAPHORE_WAIT_ANY_BIT)) {
+    return next(device, info, timeout);
+  }
+  __atomic_add_fetch(&g_sleeping_waits, 1, __ATOMIC_RELAXED);
+  const uint64_t start = now_ns();
+  const uint64_t deadline = timeout > UINT64_MAX - start ? UINT64_MAX : start + timeout;
+  uint64_t pause = 10000;
+  for (;;) {
+    for (uint32_t i = 0; i < info->semaphoreCount; ++i) {
+      uint64_t value = 0;
+      VkResult result = d->next_counter(device, info->pSemaphores[i], &value);
+      if (result != VK_SUCCESS) return result;
+      if (value >= info->pValues[i]) return VK_SUCCESS;
+    }
+    const uint64_t now = now_ns();
+    if (now >= deadline) return VK_TIMEOUT;
+    uint64_t nap = pause < deadline - now ? pause : deadline - now;
+    struct timespec ts = {(time_t)(nap / 1000000000ull), (long)(nap % 1000000000ull)};
+    nanosleep(&ts, NULL);
+    if (pause < 500000) pause *= 2;
+  }
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_WaitSemaphores(
+    VkDevice device, const VkSemaphoreWaitInfo* info, uint64_t timeout) {
+  return wait_semaphores(device, info, timeout, 0);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_WaitSemaphoresKHR(
+    VkDevice device, const VkSemaphoreWaitInfo* info, uint64_t timeout) {
+  return wait_semaphores(device, info, timeout, 1);
+}
+
 uint32_t* lazy_mlir_preserve_ieee_floats(const uint32_t* code, size_t words, uint32_t supported,
                                          size_t* out_words);
 void lazy_mlir_free_spirv(uint32_t* code);
@@ -168,6 +237,25 @@ static uint32_t ieee_widths(VkPhysicalDevice physical_device) {
          (controls.shaderSignedZeroInfNanPreserveFloat64 ? 4u : 0u);
 }
 
+/* Whether `physical_device` is lavapipe, whose wait-any over several semaphores spins. */
+static int is_lavapipe(VkPhysicalDevice physical_device) {
+  PFN_vkGetPhysicalDeviceProperties2 props2 = NULL;
+  pthread_mutex_lock(&g_table_lock);
+  for (int i = 0; i < kMaxInstances && !props2; ++i) {
+    if (g_instances[i].instance == VK_NULL_HANDLE) continue;
+    props2 = (PFN_vkGetPhysicalDeviceProperties2)g_instances[i].next_gipa(
+        g_instances[i].instance, "vkGetPhysicalDeviceProperties2");
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  if (!props2) return 0;
+  VkPhysicalDeviceDriverProperties driver = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceProperties2 properties = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &driver};
+  props2(physical_device, &properties);
+  return driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
+}
+
 static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(
     VkDevice device, const VkAllocationCallbacks* allocator) {
   pthread_mutex_lock(&g_table_lock);
@@ -202,6 +290,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(
 
   VkDevice device = *out_device;
   uint32_t widths = ieee_widths(physical_device);
+  int lavapipe = is_lavapipe(physical_device);
   pthread_mutex_lock(&g_table_lock);
   device_entry_t* d = find_device(VK_NULL_HANDLE);
   if (d) {
@@ -217,6 +306,9 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(
           device, "vkGetSemaphoreCounterValueKHR");
     }
     d->next_create_shader = (PFN_vkCreateShaderModule)gdpa(device, "vkCreateShaderModule");
+    d->next_wait = (PFN_vkWaitSemaphores)gdpa(device, "vkWaitSemaphores");
+    d->next_wait_khr = (PFN_vkWaitSemaphoresKHR)gdpa(device, "vkWaitSemaphoresKHR");
+    d->spinning_wait_any = lavapipe;
     d->ieee_widths = widths;
     pthread_mutex_init(&d->signal_lock, NULL);
   }
@@ -289,6 +381,12 @@ lazy_mlir_GetDeviceProcAddr(VkDevice device, const char* name) {
   if (!strcmp(name, "vkCreateShaderModule")) {
     return d && d->next_create_shader ? (PFN_vkVoidFunction)layer_CreateShaderModule : NULL;
   }
+  if (!strcmp(name, "vkWaitSemaphores")) {
+    return d && d->next_wait ? (PFN_vkVoidFunction)layer_WaitSemaphores : NULL;
+  }
+  if (!strcmp(name, "vkWaitSemaphoresKHR")) {
+    return d && d->next_wait_khr ? (PFN_vkVoidFunction)layer_WaitSemaphoresKHR : NULL;
+  }
   return d ? d->next_gdpa(device, name) : NULL;
 }
 
@@ -303,6 +401,8 @@ lazy_mlir_GetInstanceProcAddr(VkInstance instance, const char* name) {
   if (!strcmp(name, "vkSignalSemaphore")) return (PFN_vkVoidFunction)layer_SignalSemaphore;
   if (!strcmp(name, "vkSignalSemaphoreKHR")) return (PFN_vkVoidFunction)layer_SignalSemaphoreKHR;
   if (!strcmp(name, "vkCreateShaderModule")) return (PFN_vkVoidFunction)layer_CreateShaderModule;
+  if (!strcmp(name, "vkWaitSemaphores")) return (PFN_vkVoidFunction)layer_WaitSemaphores;
+  if (!strcmp(name, "vkWaitSemaphoresKHR")) return (PFN_vkVoidFunction)layer_WaitSemaphoresKHR;
   if (instance == VK_NULL_HANDLE) return NULL;
   pthread_mutex_lock(&g_table_lock);
   instance_entry_t* entry = find_instance(instance);
