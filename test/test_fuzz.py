@@ -216,3 +216,24 @@ def test_a_value_eager_returns_on_other_cpu_kernels_is_not_a_mismatch() -> None:
     assert eager_capability_variance(_FUSED_ALPHA)
     assert not eager_capability_variance("raise SystemExit(1)")  # fails on every kernel
     assert not eager_capability_variance("pass")  # passes as run: no mismatch to explain
+
+
+def test_a_bool_of_a_float_known_only_to_tolerance_is_not_a_mismatch() -> None:
+    """Fuzz seed 4301 program 291 (reference): ``v2 = v1.bool()`` with ``v1 = x.std(0)`` of a
+    constant column: eager's two-pass variance left 1.3e-7, lazy an exact 0.0, which agree at
+    float32's tolerance; the bool of each is True and False. A discrete value of a float that
+    lazy matches only within tolerance is not compared (tools/fuzz/check.py); with the float
+    bit for bit equal, the same bool difference is still a mismatch."""
+    import torch
+
+    from tools.fuzz.check import Trace, compare_env
+    from tools.fuzz.program import Line, Program
+
+    program = Program([Line("v1 = x.std(0)", (), ("v1",), "reduce"), Line("v2 = v1.bool()", (), ("v2",), "cast")])
+    eager = Trace(env={"v1": torch.tensor([1.3e-7, 2.0]), "v2": torch.tensor([True, True])})
+    lazy = Trace(env={"v1": torch.tensor([0.0, 2.0]), "v2": torch.tensor([False, True])})
+    assert compare_env(eager, lazy, program) is None
+    exact = Trace(env={"v1": torch.tensor([1.3e-7, 2.0]), "v2": torch.tensor([False, True])})
+    assert "v2: values differ" in compare_env(eager, exact, program)
+    far = Trace(env={"v1": torch.tensor([0.0, 2.5]), "v2": torch.tensor([False, True])})
+    assert "v1: values differ" in compare_env(eager, far, program)
