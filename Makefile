@@ -26,8 +26,8 @@ check: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/lit test/lit $(LIT_ARGS)
 
-# The `slow` tests `make check` leaves out for CI's time budget (larger models, the costliest
-# runs on IREE and lavapipe: `slow_on` in test/conftest.py). Run before a change to lowering or a backend lands.
+# The `slow` tests `make check` leaves out for CI's time budget (the larger model-zoo families,
+# the fuzzer's fixed budget on iree-vulkan).
 check-slow: $(STAMP)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 

@@ -105,35 +105,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "expect_fallback(*ops): the eager fallbacks this test expects, by op name prefix "
         "('aten.nonzero' matches 'aten.nonzero.default'); any other fallback fails it",
     )
-    config.addinivalue_line(
-        "markers",
-        "slow_on(*backends, why=...): the test's runs on these backends are `slow` (kept out of "
-        "`make check`, run by `make check-slow`); its runs on the other backends stay in",
-    )
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``slow`` the runs of a ``slow_on`` test on the backends it names.
-
-    CI runs ``make check`` on two cores within its time budget, so the costliest
-    runs (IREE compiles, lavapipe's shader JIT) of the costliest tests move to
-    ``make check-slow``. The marker must say why, and it may not name every
-    compiled backend the test runs on: in ``make check`` each such test still
-    runs on at least one backend that compiles (not just ``eager``).
-    """
-    compiled = set(DEFAULT_BACKENDS) - {"eager"}
-    for item in items:
-        marker = item.get_closest_marker("slow_on")
-        if marker is None:
-            continue
-        if not marker.kwargs.get("why"):
-            raise pytest.UsageError(f"{item.nodeid}: slow_on needs why=... (what keeps it in make check)")
-        if not compiled - set(marker.args):
-            raise pytest.UsageError(f"{item.nodeid}: slow_on names every compiled backend; mark it slow instead")
-        params = item.callspec.params.values() if hasattr(item, "callspec") else ()
-        if any(isinstance(v, str) and v in marker.args for v in params):
-            item.add_marker(pytest.mark.slow)
 
 
 def expected_fallbacks(request: pytest.FixtureRequest) -> tuple[str, ...]:

@@ -52,8 +52,6 @@ def _pending_on(backend: str) -> list[str]:
 #: Backends whose fixed-budget run is kept out of ``make check`` (``slow``; ``make fuzz`` runs them),
 #: with why. Delete an entry once its run passes within the budget.
 NOT_IN_CHECK = {
-    "reference": "passes (seed 0, 48 programs, 0 mismatches, 2026-11-24); kept out of make check for CI time "
-                 "(the suite runs near its 45-minute budget on 2 cores)",
     "iree-vulkan": "lavapipe folds inf * a literal zero to 0 (seed 0 program 1': sub(z, z, alpha=-inf) of "
                    "constant zeros is 0, eager NaN), the Mesa issue of test_lavapipe_multiply_by_a_literal_zero",
 }
