@@ -211,9 +211,9 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateShaderModule(
   return result;
 }
 
-/* The float widths (bit 0: 16, 1: 32, 2: 64) whose signed zeros, infinities and
- * NaNs `physical_device` can preserve; 0 when it cannot say. */
-static uint32_t ieee_widths(VkPhysicalDevice physical_device) {
+/* Fills `properties` (with its pNext chain) for `physical_device` through the
+ * next layer; 0 when no instance can say. */
+static int physical_properties(VkPhysicalDevice physical_device, VkPhysicalDeviceProperties2* properties) {
   PFN_vkGetPhysicalDeviceProperties2 props2 = NULL;
   pthread_mutex_lock(&g_table_lock);
   for (int i = 0; i < kMaxInstances && !props2; ++i) {
@@ -227,11 +227,18 @@ static uint32_t ieee_widths(VkPhysicalDevice physical_device) {
   }
   pthread_mutex_unlock(&g_table_lock);
   if (!props2) return 0;
+  props2(physical_device, properties);
+  return 1;
+}
+
+/* The float widths (bit 0: 16, 1: 32, 2: 64) whose signed zeros, infinities and
+ * NaNs `physical_device` can preserve; 0 when it cannot say. */
+static uint32_t ieee_widths(VkPhysicalDevice physical_device) {
   VkPhysicalDeviceFloatControlsProperties controls = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
   VkPhysicalDeviceProperties2 properties = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &controls};
-  props2(physical_device, &properties);
+  if (!physical_properties(physical_device, &properties)) return 0;
   return (controls.shaderSignedZeroInfNanPreserveFloat16 ? 1u : 0u) |
          (controls.shaderSignedZeroInfNanPreserveFloat32 ? 2u : 0u) |
          (controls.shaderSignedZeroInfNanPreserveFloat64 ? 4u : 0u);
@@ -239,21 +246,12 @@ static uint32_t ieee_widths(VkPhysicalDevice physical_device) {
 
 /* Whether `physical_device` is lavapipe, whose wait-any over several semaphores spins. */
 static int is_lavapipe(VkPhysicalDevice physical_device) {
-  PFN_vkGetPhysicalDeviceProperties2 props2 = NULL;
-  pthread_mutex_lock(&g_table_lock);
-  for (int i = 0; i < kMaxInstances && !props2; ++i) {
-    if (g_instances[i].instance == VK_NULL_HANDLE) continue;
-    props2 = (PFN_vkGetPhysicalDeviceProperties2)g_instances[i].next_gipa(
-        g_instances[i].instance, "vkGetPhysicalDeviceProperties2");
-  }
-  pthread_mutex_unlock(&g_table_lock);
-  if (!props2) return 0;
   VkPhysicalDeviceDriverProperties driver = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceProperties2 properties = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &driver};
-  props2(physical_device, &properties);
-  return driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
+  return physical_properties(physical_device, &properties) &&
+         driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
 }
 
 static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(
