@@ -21,6 +21,7 @@ from lazy_core import config as lazy_config
 from lazy_core import metrics
 from lazy_core.backend import CompileError
 
+from .barriers import ExpansionHang
 from .config import IreeConfig
 from .fused_reductions import fused_reduction_races, isolate_reductions
 from .miscompiles import refusal
@@ -84,7 +85,14 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                 source = isolated = phases["global-optimization"]
                 for found, barriers, counter in ((races, isolate_reductions, "iree_isolated_reductions"),
                                                  (extensions, isolate_sign_extensions, "iree_isolated_sign_extensions")):
-                    if found and (done := barriers(isolated)) is not None:
+                    try:
+                        done = barriers(isolated) if found else None
+                    except ExpansionHang as e:
+                        metrics.counter_add("iree_refused_expansion_hang")
+                        raise IreeCompileError.refused(
+                            f"{e}: the reductions to keep apart cannot be found, so the graph is not compiled",
+                            "\n".join(races), mlir, config, func_name, form) from None
+                    if done is not None:
                         isolated = done
                         metrics.counter_add(counter)
                 if isolated is not source:
