@@ -1865,7 +1865,7 @@ def test_a_softmax_iree_cannot_expand_is_refused_not_hung(monkeypatch):
     backends/iree/barriers.py, which expands ``linalg.softmax`` to find the reductions in it;
     IREE 3.13's ``iree-codegen-decompose-softmax`` never returns on this module (100% CPU, the
     fuzzer's group timed out after 600 s). The expansion runs in an ``iree-opt`` process with a
-    timeout now, and a graph it cannot expand is refused (counter ``iree_refused_expansion_hang``)
+    timeout now, and a graph it cannot expand is refused (counter ``iree_refused_softmax_expansion``)
     and runs eagerly with eager's values. When the counter stays 0, IREE no longer hangs here."""
     from lazy_mlir.backends.iree import barriers
 
@@ -1882,4 +1882,4 @@ def test_a_softmax_iree_cannot_expand_is_refused_not_hung(monkeypatch):
         lazy_core.mark_step()
     for g, w in zip(got, want):
         torch.testing.assert_close(g.cpu(), w)
-    assert lazy_core.metrics.counter("iree_refused_expansion_hang") >= 1, lazy_core.metrics.counters()
+    assert lazy_core.metrics.counter("iree_refused_softmax_expansion") >= 1, lazy_core.metrics.counters()

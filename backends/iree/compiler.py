@@ -21,7 +21,7 @@ from lazy_core import config as lazy_config
 from lazy_core import metrics
 from lazy_core.backend import CompileError
 
-from .barriers import ExpansionHang
+from .barriers import ExpansionFailed
 from .config import IreeConfig
 from .fused_reductions import fused_reduction_races, isolate_reductions
 from .miscompiles import refusal
@@ -87,8 +87,8 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                                                  (extensions, isolate_sign_extensions, "iree_isolated_sign_extensions")):
                     try:
                         done = barriers(isolated) if found else None
-                    except ExpansionHang as e:
-                        metrics.counter_add("iree_refused_expansion_hang")
+                    except ExpansionFailed as e:
+                        metrics.counter_add("iree_refused_softmax_expansion")
                         raise IreeCompileError.refused(
                             f"{e}: the reductions to keep apart cannot be found, so the graph is not compiled",
                             "\n".join(races), mlir, config, func_name, form) from None
