@@ -154,6 +154,7 @@ static VkResult wait_semaphores(VkDevice device, const VkSemaphoreWaitInfo* info
   device_entry_t* d = lookup_device(device);
   if (!d) return VK_ERROR_INITIALIZATION_FAILED;
   PFN_vkWaitSemaphores next = khr ? (PFN_vkWaitSemaphores)d->next_wait_khr : d->next_wait;
+  if (!next) return VK_ERROR_INITIALIZATION_FAILED; /* asked through vkGetInstanceProcAddr */
   if (!d->spinning_wait_any || !d->next_counter || info->semaphoreCount < 2 ||
       !(info->flags & VK_SEMAPHORE_WAIT_ANY_BIT)) {
     return next(device, info, timeout);
