@@ -117,6 +117,9 @@ VARIABLES: dict[str, Variable] = {
                  "Let compiled steps write new values into dead input buffers (buffer donation)."),
         Variable("LAZY_DYNAMIC", "bool", True,
                  "Compile a graph that recurs at other sizes once, with dynamic dimensions (lazy_core.dynamic_shapes)."),
+        Variable("LAZY_HOST_EVAL", "bool", True,
+                 "At a scalar read, run a small graph of values the host holds on the host instead of "
+                 "compiling it (lazy_core.host_eval)."),
         Variable("LAZY_CACHE_SIZE", "int", 1024, "Compiled graphs kept in memory (LRU).", minimum=1),
         Variable("LAZY_SHAPE_CACHE_SIZE", "int", 100000, "Cached meta-kernel results (output shapes).",
                  minimum=0),

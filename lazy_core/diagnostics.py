@@ -510,6 +510,7 @@ def reset() -> None:
     """Forget families, executions and recompiles (e.g. between tests)."""
     global _state
     _state = _State()
+    _noted.clear()
 
 
 def explain(enable: bool = True) -> None:
@@ -523,6 +524,24 @@ def explain(enable: bool = True) -> None:
 
 def _emit(text: str) -> None:
     sys.stderr.write("lazy_core: " + text.replace("\n", "\n  ") + "\n")
+
+
+def explaining() -> bool:
+    """Whether explanations are printed (``explain()``, LAZY_DEBUG): check before building one."""
+    return bool(_level)
+
+
+_noted: set = set()
+
+
+def note(text: str, once: Any = None) -> None:
+    """Print ``text`` as the other explanations are printed, when they are; with ``once``
+    (a hashable key), only the first time that key is noted."""
+    if not _level or (once is not None and once in _noted):
+        return
+    if once is not None:
+        _noted.add(once)
+    _emit(text)
 
 
 def _pre_execute(graph: LazyGraph, reason: str, is_cache_miss: bool) -> None:

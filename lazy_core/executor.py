@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from . import config, host_constants, metrics, source_location
+from . import config, host_constants, host_eval, metrics, source_location
 from .async_exec import (
     LazyExecutionError,
     PendingBatch,
@@ -249,6 +249,9 @@ class GraphExecutor:
                 hosts.append(torch.tensor(node.value, dtype=node.metas[0].dtype))
                 continue
             assert isinstance(node, DeviceData)
+            if node.host is not None:
+                hosts.append(node.host.clone())  # the caller owns what it reads
+                continue
             if node.data is None:
                 raise RuntimeError(
                     "lazy_core internal error: a tensor reads device data released after a step "
@@ -258,6 +261,8 @@ class GraphExecutor:
             with metrics.timed("transfer_to_host"):
                 host = self._worker.run_sync(lambda d=data: backend.to_host(d))
             metrics.counter_add("transfer_to_host_bytes", host.numel() * host.element_size())
+            if host_eval.small(host):
+                host_eval.remember(node, host.clone())
             hosts.append(host)
         return hosts
 
@@ -336,8 +341,10 @@ class GraphExecutor:
             device = backend.default_device()
             for i in constant:
                 out = roots[i]
-                data = backend.make_backend_data(host_constants.make(out), device)
-                produced[id(out.node), out.index] = Output(DeviceData(data, out.meta, out.node.location))
+                value = host_constants.make(out)
+                leaf = DeviceData(backend.make_backend_data(value, device), out.meta, out.node.location)
+                host_eval.remember(leaf, value)
+                produced[id(out.node), out.index] = Output(leaf)
             roots, previous = [roots[i] for i in computed], [previous[i] for i in computed]
             if not roots:
                 self._assign(storages, produced)
@@ -345,6 +352,26 @@ class GraphExecutor:
         with metrics.timed("build_graph"):
             graph = build_graph(roots)
         metrics.counter_add(f"execute_reason::{reason.split(' ')[0]}")
+        values = host_eval.evaluate(graph) if host_eval.eligible(graph, reason) else None
+        if values is not None:
+            # Small values the host holds, read by Python: no compile (lazy_core.host_eval).
+            for hook in self.pre_hooks:
+                hook(graph, reason, False)  # may raise (a full_graph step): nothing assigned yet
+            metrics.counter_add("host_eval")
+            from . import diagnostics
+
+            if diagnostics.explaining():  # graph.name hashes every node's text
+                diagnostics.note(f"ran {graph.name} ({len(graph.nodes)} ops) on the host for {reason}: a small "
+                                 "graph of values the host holds (lazy_core.host_eval; LAZY_HOST_EVAL=0: off); "
+                                 "not printed again for this graph", once=("host_eval", graph.key))
+            self._last_graph = graph
+            device = backend.default_device()
+            for out, value in zip(roots, values):
+                leaf = DeviceData(backend.make_backend_data(value, device), out.meta, out.node.location)
+                host_eval.remember(leaf, value)
+                produced[id(out.node), out.index] = Output(leaf)
+            self._assign(storages, produced)
+            return produced
         dead = dead_inputs(graph, live) if live is not None else []
         donated = self._donations(backend, graph, live, dead)
         key = (graph.key, tuple(donated.items())) if donated else graph.key

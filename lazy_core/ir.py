@@ -97,12 +97,15 @@ class Node:
 class DeviceData(Node):
     """A leaf holding a backend buffer: an input of a computation."""
 
-    __slots__ = ("data", "pinned")
+    __slots__ = ("data", "pinned", "host")
 
     def __init__(self, data: Any, meta: TensorMeta, location: SourceLocation | None = None):
         #: Held by something other than a storage (a view's materialized
         #: value): its buffer is never donated (lazy_core.donation).
         self.pinned = False
+        #: A CPU copy of the value when it is small and known without a device
+        #: read (lazy_core.host_eval), else None.
+        self.host: torch.Tensor | None = None
         self.op = "device_data"
         self.args = ()
         self.kwargs = {}

@@ -144,6 +144,8 @@ COUNTERS: dict[str, str] = {
     "fallback::compile_error": "graphs that failed to lower or compile, interpreted on the CPU",
     "fallback::<op>": "ops run eagerly on the CPU (data-dependent shapes, unsupported)",
     "random::<op>": "random ops filled on the CPU generator (bit-identical to eager CPU)",
+    "host_eval": "small graphs of host-held values run on the host at a scalar read (lazy_core.host_eval)",
+    "host_eval_error": "such graphs the host could not run (they went to the backend)",
     "recompile": "cache misses at a barrier site that had compiled another graph before",
     "graph_limit_cut": "pending graphs cut by the size safety net (LAZY_MAX_PENDING_NODES)",
     "transfer_to_device_bytes": "bytes copied host -> device",

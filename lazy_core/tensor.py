@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import checks, config, cpu_results, fallback, interop, metrics, source_location
+from . import checks, config, cpu_results, fallback, host_eval, interop, metrics, source_location
 from . import registry as _registry
 from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
@@ -947,7 +947,11 @@ def upload(t: torch.Tensor, location: Any = None) -> Output:
     with metrics.timed("transfer_to_device"):
         data = backend.make_backend_data(t, backend.default_device())
     metrics.counter_add("transfer_to_device_bytes", t.numel() * t.element_size())
-    return Output(DeviceData(data, TensorMeta.of(t), location))
+    leaf = DeviceData(data, TensorMeta.of(t), location)
+    if host_eval.small(t):
+        # A copy laid out as the device holds it: the caller may write into ``t`` later.
+        host_eval.remember(leaf, t.clone(memory_format=torch.contiguous_format))
+    return Output(leaf)
 
 
 def from_cpu(t: torch.Tensor, device: int = 0) -> LazyTensor:

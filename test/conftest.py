@@ -13,6 +13,13 @@ warning (a test that wants the fallback deletes the variable itself). A
 backend-generic test fails on any eager fallback of an op it did not name
 with ``@pytest.mark.expect_fallback("aten.nonzero", ...)``: otherwise a
 backend that lowers nothing would pass every test that compares values.
+
+Backends answer every read: ``LAZY_HOST_EVAL=0``. By default a small graph of
+values the host holds, read by ``item()``, runs on the host with eager's own
+kernels (lazy_core.host_eval), so a test that checks a backend's value through
+``item()`` would pass on a backend that computes nothing. Tests of that path
+(test_host_eval.py, the GPT-2 compile counts, the fuzzer's even seeds) turn
+it on themselves.
 """
 
 from __future__ import annotations
@@ -209,6 +216,12 @@ def eager_backend(request: pytest.FixtureRequest) -> lazy_core.BackendImpl:
 def _strict(monkeypatch: pytest.MonkeyPatch) -> None:
     """Compile failures are errors (LAZY_STRICT=1), unless a test changes it itself."""
     monkeypatch.setenv("LAZY_STRICT", "1")
+
+
+@pytest.fixture(autouse=True)
+def _backend_answers_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every read is computed by the backend under test (LAZY_HOST_EVAL=0), unless a test changes it."""
+    monkeypatch.setenv("LAZY_HOST_EVAL", "0")
 
 
 @pytest.fixture(autouse=True)

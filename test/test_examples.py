@@ -30,6 +30,7 @@ def run_example(script: str, args: list[str], tmp_path: os.PathLike, env: dict[s
         args = [*args, "--json", out]
     full_env = dict(os.environ, LAZY_REFERENCE_OPT_LEVEL="0", **(env or {}))
     full_env.pop("LAZY_BACKEND", None)
+    full_env.pop("LAZY_HOST_EVAL", None)  # examples run as users run them (conftest turns it off)
     proc = subprocess.run(
         [sys.executable, os.path.join(EXAMPLES, script), *args],
         capture_output=True, text=True, cwd=ROOT, env=full_env, timeout=timeout,

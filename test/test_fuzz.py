@@ -39,6 +39,7 @@ def run_fuzzer(backend: str, programs: int, seed: int, tmp_path, extra: list[str
     # Compile failures fall back to eager and are compared like any result; coverage is not
     # this test's subject (test_opinfo and strict mode are).
     env.pop("LAZY_STRICT", None)
+    env.pop("LAZY_HOST_EVAL", None)  # the seed decides (tools/fuzz/driver.py Config.host_eval)
     cmd = [sys.executable, "-m", "lazy_mlir.tools.fuzz", "--in-process", "--backends", backend, "--seeds", f"{seed},",
            "--programs", str(programs), "--max-failures", "1", "--repro-dir", str(tmp_path),
            "--group-timeout", "300", "--no-shrink", *extra]  # shrink with `make fuzz`: it compiles a lot

@@ -15,6 +15,7 @@ import sys
 import warnings
 
 from . import CATEGORIES, Config, fuzz
+from .driver import host_eval_setting
 
 
 def _seeds(text: str) -> list[int]:
@@ -85,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                             batch=args.batch, twins=not args.no_twins, shrink=not args.no_shrink,
                             max_failures=args.max_failures,
                             last_path=last, group_timeout=args.group_timeout)
-            print(f"[fuzz] {backend} seed {seed}: {args.programs} programs, categories "
-                  f"{','.join(sorted(cats))}", flush=True)
+            print(f"[fuzz] {backend} seed {seed}: {args.programs} programs, "
+                  f"LAZY_HOST_EVAL={host_eval_setting(config)}, categories {','.join(sorted(cats))}", flush=True)
             report = fuzz(config)
             fallbacks = sum(v for k, v in report.counters.items() if k.startswith("fallback::"))
             print(f"[fuzz] {backend} seed {seed}: {report.programs} programs in {report.seconds:.1f}s "

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def dump_case(path: str, backend: str, programs: list[Program], batch: bool) -> None:
     from .values import render
 
-    data = {"backend": backend, "batch": batch, "programs": [
+    data = {"backend": backend, "batch": batch, "host_eval": os.environ.get("LAZY_HOST_EVAL", ""), "programs": [
         {"label": p.label, "lines": [[ln.template, [render(c) for c in ln.consts], list(ln.touched), ln.category]
                                      for ln in p.lines]} for p in programs]}
     with open(path, "w") as f:
@@ -83,6 +83,10 @@ def shrink_crash(path: str, max_runs: int = 60) -> tuple[str, str]:
 def _replay(path: str) -> Any:
     from .driver import reproduces
 
+    with open(path) as f:
+        host_eval = json.load(f).get("host_eval")
+    if host_eval:
+        os.environ["LAZY_HOST_EVAL"] = host_eval  # as the fuzz run that wrote the case
     backend, programs, batch = load_case(path)
     print(reproduces(backend, programs, batch))
 

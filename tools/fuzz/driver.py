@@ -53,6 +53,19 @@ class Config:
     #: Seconds one group may take (0: no limit); past it the process dumps its stacks and is
     #: killed by HANG_SIGNAL (a hang is a finding: nothing may wait forever).
     group_timeout: float = 0.0
+    #: ``LAZY_HOST_EVAL`` for the run (lazy_core.host_eval: a small graph of host-held values read
+    #: by ``item()`` runs on the host). None: on for even seeds, off for odd ones, so both the
+    #: users' default and the backend's own answer to such reads are fuzzed; a value the caller
+    #: set in the environment wins.
+    host_eval: bool | None = None
+
+
+def host_eval_setting(config: Config) -> str:
+    """The ``LAZY_HOST_EVAL`` value a run of ``config`` uses."""
+    if os.environ.get("LAZY_HOST_EVAL"):
+        return os.environ["LAZY_HOST_EVAL"]
+    on = config.host_eval if config.host_eval is not None else config.seed % 2 == 0
+    return "1" if on else "0"
 
 
 #: How a process ends when a group hangs: killed by SIGALRM.
@@ -221,9 +234,10 @@ def fuzz(config: Config, log: Any = print) -> Report:
 
     report = Report(config.backend, config.seed)
     rng = random.Random(config.seed)
-    old_cache_dir = os.environ.get("LAZY_CACHE_DIR")
+    old_env = {k: os.environ.get(k) for k in ("LAZY_CACHE_DIR", "LAZY_HOST_EVAL")}
     with tempfile.TemporaryDirectory(prefix="lazy-fuzz-cache-") as cache_dir:
         # A fresh disk cache: its stable hash is fuzzed too, and the user's cache stays clean.
+        os.environ["LAZY_HOST_EVAL"] = host_eval_setting(config)
         os.environ["LAZY_CACHE_DIR"] = cache_dir
         try:
             fresh_backend(config.backend)
@@ -287,10 +301,11 @@ def fuzz(config: Config, log: Any = print) -> Report:
             report.counters = {k: v for k, v in lazy_core.metrics.counters().items()
                                if k.startswith(("fallback::", "compile", "cache_"))}
         finally:
-            if old_cache_dir is None:
-                os.environ.pop("LAZY_CACHE_DIR", None)
-            else:
-                os.environ["LAZY_CACHE_DIR"] = old_cache_dir
+            for k, v in old_env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
     return report
 
 

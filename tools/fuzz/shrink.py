@@ -9,6 +9,7 @@ still failing, as in delta debugging; the final message is the shrunk one's.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from .driver import Failure, reproduces
@@ -109,10 +110,13 @@ _HEADER = '''"""lazy-mlir fuzz repro ({backend}): {first}
 
 {message}
 """
+import os
+
 import torch
 import torch.nn.functional as F
 
-import lazy_core
+os.environ["LAZY_HOST_EVAL"] = "{host_eval}"  # as the fuzz run (lazy_core.host_eval)
+import lazy_core  # noqa: E402
 
 nan, inf = float("nan"), float("inf")
 lazy_core.init("{backend}")
@@ -163,7 +167,8 @@ def _program_source(index: int, program: Program) -> str:
 def render_repro(backend: str, programs: list[Program], batch: bool, message: str) -> str:
     first = message.strip().splitlines()[0] if message.strip() else "mismatch"
     out = [_HEADER.format(backend=backend, first=first.replace('"', "'"),
-                          message=message.replace('"""', "'''"))]
+                          message=message.replace('"""', "'''"),
+                          host_eval=os.environ.get("LAZY_HOST_EVAL") or "1")]
     for i, p in enumerate(programs):
         out.append(_program_source(i, p))
     out.append("\n")
