@@ -24,7 +24,7 @@ from torch.fx import Node as FxNode
 
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
-from . import convolutions, embedding_bag, gathers, trig
+from . import convolutions, embedding_bag, gathers, tanh, trig
 from .elu import celu, elu
 from .erfinv import erfinv
 from .hyperbolic import acosh, asinh, atanh, sinh
@@ -386,8 +386,20 @@ DECOMPOSED_OPS = (
     aten.erfinv.default,
     aten.im2col.default,
     aten.col2im.default,
-    aten.reflection_pad1d.default, aten.reflection_pad2d.default,
+    # torch-mlir e2e (tools/e2e_conformance.py): no torch-dialect op for ``F.prelu``'s kernel and its
+    # backward (each ran eagerly, cutting the graph), nor for the weight-norm kernel: PyTorch's
+    # decompositions (``where(x > 0, x, w * x)``; ``v * (g / norm(v))``). Reflection padding in 3-d
+    # failed to compile like the 1-d and 2-d forms below once did.
+    aten._prelu_kernel.default, aten._prelu_kernel_backward.default,
+    # ``gelu(approximate="tanh")`` and its backward: torch-mlir 20261001 lowers them with
+    # sqrt(2/pi) as 0.797724 (it is 0.7978846), 5e-5 off eager on every compiled backend (found
+    # by trying float64 math on iree-cpu; _ONLY_WHEN: "tanh"). ``tanh`` past its saturation:
+    # lavapipe's is 3 ulps short of +-1 (_ONLY_WHEN: a floating input). lowering/tanh.py.
+    aten.gelu.default, aten.gelu_backward.default, aten.tanh.default,
+    aten._weight_norm_interface.default, aten._weight_norm_interface_backward.default,
+    aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default,
     aten.reflection_pad1d_backward.default, aten.reflection_pad2d_backward.default,
+    aten.reflection_pad3d_backward.default,
     aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d_backward.default,
     # avg_pool3d's backward (``F.local_response_norm`` pools a 5-d view): imported, not lowered. The
     # transposed convolution avg_pool2d's backward is, in 3-d.
@@ -955,6 +967,13 @@ def _atan2(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return torch.where(_negative(y), -angle, angle)
 
 
+def _weight_norm_interface_backward(grad: torch.Tensor, v: torch.Tensor, g: torch.Tensor, norms: torch.Tensor,
+                                    dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weight-norm kernel's backward, as ATen's composite (differentiable) form computes it:
+    PyTorch has no decomposition of the fused kernel's."""
+    return torch.ops.aten._weight_norm_differentiable_backward(grad, v, g, norms, dim)
+
+
 def _zero_dim_input(node: Node) -> bool:
     x = node.args[0]
     return isinstance(x, Output) and x.meta is not None and len(x.meta.shape) == 0
@@ -1461,17 +1480,22 @@ def _table() -> dict[Any, Callable]:
     table[aten.softshrink.default] = _softshrink
     table[aten.hardshrink.default] = _hardshrink
     table[aten.hardtanh_backward.default] = _hardtanh_backward
+    table[aten.tanh.default] = tanh.saturating_tanh
+    table[aten.gelu.default] = lambda x, approximate="none": tanh.gelu_tanh(x)  # _ONLY_WHEN: "tanh"
+    table[aten.gelu_backward.default] = lambda grad, x, approximate="none": tanh.gelu_tanh_backward(grad, x)
     table[aten.softplus_backward.default] = _softplus_backward
     table[aten.erfinv.default] = erfinv
+    table[aten._weight_norm_interface_backward.default] = _weight_norm_interface_backward
     table[aten._adaptive_avg_pool2d.default] = adaptive_avg_pool2d
     table[aten._adaptive_avg_pool2d_backward.default] = adaptive_avg_pool2d_backward
     table[aten.as_strided.default] = gathers.as_strided
     table[aten.as_strided_scatter.default] = gathers.as_strided_scatter
     table[aten.im2col.default] = gathers.im2col
     table[aten.col2im.default] = gathers.col2im
-    table[aten.reflection_pad1d.default] = table[aten.reflection_pad2d.default] = gathers.reflection_pad
-    table[aten.reflection_pad1d_backward.default] = gathers.reflection_pad_backward
-    table[aten.reflection_pad2d_backward.default] = gathers.reflection_pad_backward
+    for op in (aten.reflection_pad1d, aten.reflection_pad2d, aten.reflection_pad3d):
+        table[op.default] = gathers.reflection_pad
+    for op in (aten.reflection_pad1d_backward, aten.reflection_pad2d_backward, aten.reflection_pad3d_backward):
+        table[op.default] = gathers.reflection_pad_backward
     table.update(dict.fromkeys(_EMBEDDING_BAGS, embedding_bag.embedding_bag))
     table[aten._embedding_bag_backward.default] = embedding_bag.embedding_bag_backward
     table[aten._embedding_bag_per_sample_weights_backward.default] = embedding_bag.per_sample_weights_backward
@@ -1482,8 +1506,16 @@ def _table() -> dict[Any, Callable]:
 _TABLE: dict[Any, Callable] | None = None
 _NESTED: dict[Any, Callable] = {}
 
+
+def _tanh_gelu(node: Node) -> bool:
+    return node.kwargs.get("approximate", "none") == "tanh"
+
+
 #: Ops decomposed only in some forms; the others lower as they are.
 _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
+    aten.tanh.default: _floating_input,
+    aten.gelu.default: _tanh_gelu,
+    aten.gelu_backward.default: _tanh_gelu,
     **dict.fromkeys(_NEAREST_BACKWARDS, _non_integer_upsampling),
     aten.index_put.default: _mask_indexed,
     aten._index_put_impl.default: _mask_indexed,

@@ -82,7 +82,8 @@ def _reflected(size: int, before: int, after: int, device: Any) -> torch.Tensor:
 
 
 def reflection_pad(x: torch.Tensor, padding: Any) -> torch.Tensor:
-    """``reflection_pad1d``/``2d``: ``padding`` is (left, right[, top, bottom]), last dim first."""
+    """``reflection_pad1d``/``2d``/``3d``: ``padding`` is (left, right[, top, bottom[, front,
+    back]]), last dim first."""
     for k in range(len(padding) // 2):
         dim = x.dim() - 1 - k
         x = x.index_select(dim, _reflected(x.shape[dim], padding[2 * k], padding[2 * k + 1], x.device))

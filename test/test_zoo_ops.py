@@ -341,6 +341,14 @@ _ONCE_UNCOMPILED = {
     "addbmm_scaled": (lambda x: torch.addbmm(x[0, 0, :3, :2], x[0, :, :3, :4], x[1, :, :4, :2], beta=0.5,
                                              alpha=2), (2, 3, 7, 9)),
     "diag_of_matrix": (lambda x: torch.diag(x[0, 0], 1) + torch.diag(x[1, 2]).sum(), (2, 3, 7, 9)),
+    # torch-mlir e2e (tools/e2e_conformance.py): ReflectionPad3dModule* failed to compile; F.prelu's
+    # kernel and the weight-norm kernel (ElementwisePrelu*, WeightNormInterface) ran eagerly.
+    "reflect_pad_3d": (lambda x: torch.nn.functional.pad(x, (1, 2, 0, 1, 2, 0), mode="reflect"), (2, 3, 4, 5, 6)),
+    "prelu": (lambda x: torch.nn.functional.prelu(x, _fixed((3,), x.device)), (2, 3, 7, 9)),
+    "prelu_one_weight": (lambda x: torch.nn.functional.prelu(x, _fixed((1,), x.device)), (2, 3, 7, 9)),
+    "weight_norm_kernel": (lambda x: torch._weight_norm_interface(x[0, :, :, 0].contiguous(), _fixed((3, 1), x.device), 0)[0]
+                           + torch._weight_norm_interface(x[1, :, :, 1].contiguous(), _fixed((1, 7), x.device), 1)[1].sum(),
+                           (2, 3, 7, 9)),
 }
 
 

@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import tempfile
+from dataclasses import replace
 
 from lazy_core import config as lazy_config
 from lazy_core import metrics
@@ -117,7 +118,30 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                 raise IreeCompileError.refused(why, evidence, mlir, config, func_name, form)
             return vmfb
     except ic.CompilerToolError as e:
+        if _needs_system_linking(str(e), config):
+            return _compile_system_linked(mlir, config, func_name, form)
         raise IreeCompileError.from_diagnostics(str(e), mlir, config, func_name, form) from None
+
+
+#: llvm-cpu's default executables are IREE's own ELF files, linked with nothing but IREE's device
+#: library: a call into libm has nothing to resolve it. MLIR expands float32 math into
+#: polynomials, but float64 ``sin``, ``cos``, ``tan``, ``atan``, ``asin``, ``acos``, ``atan2``,
+#: ``tanh``, ``fmod``/``remainder``, ``log2`` (and what is built from them: ``gelu`` with
+#: ``tanh``, ``mish``, ``floor_divide``) stay libm calls, and every graph holding one failed to
+#: link ("failed to link executable and generate target dylib") and ran op by op on the CPU.
+#: Such a graph is compiled again as a system shared library, which the runtime loads with the
+#: process's own libm: eager's values, bit for bit.
+_SYSTEM_LINKING = "--iree-llvmcpu-link-embedded=false"
+
+
+def _needs_system_linking(diagnostics: str, config: IreeConfig) -> bool:
+    return (config.target.target_backend == "llvm-cpu" and "failed to link executable" in diagnostics
+            and _SYSTEM_LINKING not in config.compile_flags)
+
+
+def _compile_system_linked(mlir: str, config: IreeConfig, func_name: str, form: str) -> bytes:
+    metrics.counter_add("iree_system_linked")
+    return compile_vmfb(mlir, replace(config, compile_flags=(*config.compile_flags, _SYSTEM_LINKING)), func_name, form)
 
 
 def _spirv_hazards(phases: dict[str, str]) -> tuple[list[str], list[str]]:

@@ -79,5 +79,8 @@ for name in ("HOME", "TMPDIR", "XDG_CACHE_HOME", "LAZY_REPRO_DIR"):
         config.environment[name] = os.environ[name]
 # Tests choose their own backend; a user's LAZY_BACKEND or dump settings must not leak in.
 config.environment["LAZY_SOURCE_LOCATIONS"] = "1"
+# These tests read the graphs a backend compiles: a small graph of uploaded values read by
+# .item() would run on the host instead (lazy_core/host_eval.py).
+config.environment["LAZY_HOST_EVAL"] = "0"
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 config.environment["OMP_NUM_THREADS"] = "1"
