@@ -29,7 +29,9 @@ _KAPPA = 0.044715
 def saturating_tanh(x: torch.Tensor) -> torch.Tensor:
     """``tanh``, exactly +-1 where the dtype's rounding makes eager's so (NaN stays NaN)."""
     bound = 19.5 if x.dtype == torch.float64 else 9.1
-    return torch.where(x.abs() >= bound, torch.ones_like(x).copysign(x), torch.tanh(x))
+    # ``clamp`` gives the sign there (|x| >= bound); ``copysign`` would reinterpret bits, which
+    # the TOSA pipeline cannot lower.
+    return torch.where(x.abs() >= bound, x.clamp(-1.0, 1.0), torch.tanh(x))
 
 
 def _inner(x: torch.Tensor) -> torch.Tensor:
