@@ -130,7 +130,7 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
 #: ``tanh``, ``mish``, ``floor_divide``) stay libm calls, and every graph holding one failed to
 #: link ("failed to link executable and generate target dylib") and ran op by op on the CPU.
 #: Such a graph is compiled again as a system shared library, which the runtime loads with the
-#: process's own libm: eager's values, bit for bit.
+#: process's own libm (within an ulp of eager, whose CPU kernels use SLEEF or the same libm).
 _SYSTEM_LINKING = "--iree-llvmcpu-link-embedded=false"
 
 
