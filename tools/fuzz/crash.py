@@ -39,6 +39,15 @@ def load_case(path: str) -> tuple[str, list[Program], bool]:
     return data["backend"], programs, bool(data["batch"])
 
 
+def use_case_host_eval(path: str) -> None:
+    """Run as the fuzz run that wrote the case did: its ``LAZY_HOST_EVAL`` (children inherit it,
+    and ``dump_case`` records it in the trial cases)."""
+    with open(path) as f:
+        host_eval = json.load(f).get("host_eval")
+    if host_eval:
+        os.environ["LAZY_HOST_EVAL"] = host_eval
+
+
 def child_status(backend: str, programs: list[Program], batch: bool, timeout: float = 300) -> int:
     """Exit status of a child process replaying the case (negative: killed by that signal)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -65,6 +74,7 @@ def shrink_crash(path: str, max_runs: int = 60) -> tuple[str, str]:
     """(message, standalone repro) of the crash case in ``path``, shrunk."""
     from .shrink import reduce_case, render_repro
 
+    use_case_host_eval(path)
     backend, programs, batch = load_case(path)
     status = child_status(backend, programs, batch)
     if not died(status):
@@ -83,10 +93,7 @@ def shrink_crash(path: str, max_runs: int = 60) -> tuple[str, str]:
 def _replay(path: str) -> Any:
     from .driver import reproduces
 
-    with open(path) as f:
-        host_eval = json.load(f).get("host_eval")
-    if host_eval:
-        os.environ["LAZY_HOST_EVAL"] = host_eval  # as the fuzz run that wrote the case
+    use_case_host_eval(path)
     backend, programs, batch = load_case(path)
     print(reproduces(backend, programs, batch))
 

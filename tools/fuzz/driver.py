@@ -53,19 +53,14 @@ class Config:
     #: Seconds one group may take (0: no limit); past it the process dumps its stacks and is
     #: killed by HANG_SIGNAL (a hang is a finding: nothing may wait forever).
     group_timeout: float = 0.0
-    #: ``LAZY_HOST_EVAL`` for the run (lazy_core.host_eval: a small graph of host-held values read
-    #: by ``item()`` runs on the host). None: on for even seeds, off for odd ones, so both the
-    #: users' default and the backend's own answer to such reads are fuzzed; a value the caller
-    #: set in the environment wins.
-    host_eval: bool | None = None
 
 
 def host_eval_setting(config: Config) -> str:
-    """The ``LAZY_HOST_EVAL`` value a run of ``config`` uses."""
-    if os.environ.get("LAZY_HOST_EVAL"):
-        return os.environ["LAZY_HOST_EVAL"]
-    on = config.host_eval if config.host_eval is not None else config.seed % 2 == 0
-    return "1" if on else "0"
+    """The ``LAZY_HOST_EVAL`` value a run of ``config`` uses (lazy_core.host_eval: a small graph
+    of host-held values read by ``item()`` runs on the host): on for even seeds, off for odd
+    ones, so both the users' default and the backend's own answer to such reads are fuzzed. A
+    value the caller set in the environment wins."""
+    return os.environ.get("LAZY_HOST_EVAL") or ("1" if config.seed % 2 == 0 else "0")
 
 
 #: How a process ends when a group hangs: killed by SIGALRM.
