@@ -1481,8 +1481,11 @@ def _table() -> dict[Any, Callable]:
     table[aten.hardshrink.default] = _hardshrink
     table[aten.hardtanh_backward.default] = _hardtanh_backward
     table[aten.tanh.default] = tanh.saturating_tanh
-    table[aten.gelu.default] = lambda x, approximate="none": tanh.gelu_tanh(x)  # _ONLY_WHEN: "tanh"
-    table[aten.gelu_backward.default] = lambda grad, x, approximate="none": tanh.gelu_tanh_backward(grad, x)
+    # _ONLY_WHEN: "tanh", or a half-precision exact gelu (computed in float32 as eager does).
+    table[aten.gelu.default] = lambda x, approximate="none": (
+        tanh.gelu_tanh(x) if approximate == "tanh" else tanh.gelu_erf(x))
+    table[aten.gelu_backward.default] = lambda grad, x, approximate="none": (
+        tanh.gelu_tanh_backward(grad, x) if approximate == "tanh" else tanh.gelu_erf_backward(grad, x))
     table[aten.softplus_backward.default] = _softplus_backward
     table[aten.erfinv.default] = erfinv
     table[aten._weight_norm_interface_backward.default] = _weight_norm_interface_backward
@@ -1508,7 +1511,12 @@ _NESTED: dict[Any, Callable] = {}
 
 
 def _tanh_gelu(node: Node) -> bool:
-    return node.kwargs.get("approximate", "none") == "tanh"
+    """``gelu(approximate="tanh")`` (torch-mlir's sqrt(2/pi) is wrong), or an exact one of
+    float16/bfloat16 (torch-mlir computes it in that dtype; eager in float32)."""
+    if node.kwargs.get("approximate", "none") == "tanh":
+        return True
+    x = node.args[-1]  # gelu(x) or gelu_backward(grad, x)
+    return isinstance(x, Output) and x.meta is not None and x.meta.dtype in _HALF_FLOATS
 
 
 #: Ops decomposed only in some forms; the others lower as they are.

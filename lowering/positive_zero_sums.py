@@ -15,7 +15,10 @@ lavapipe keeps.
 The same shortcut drops the one effect of adding a literal +0.0 itself:
 ``x += 0.0`` kept -0.0 (fuzz seed 2500 program 52). ``add``/``sub`` with a
 literal number whose scaled value (``alpha * c``, negated for ``sub``) is
-+0.0 get the same select.
++0.0 get the same select, and so does ``c - x`` (``rsub``) with a literal +0.0,
+which lavapipe shortcuts to ``-x`` (-0.0 for ``x = +0.0``, where IEEE gives
++0.0). The IREE backend refuses such an addition anywhere else on lavapipe
+(``backends/iree/miscompiles.py``) and recognizes this select.
 """
 
 from __future__ import annotations
@@ -34,12 +37,17 @@ aten = torch.ops.aten
 _SUMS = (aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim)
 _ADDS = (aten.add.Scalar, aten.add.Tensor)
 _SUBS = (aten.sub.Scalar, aten.sub.Tensor)
+_RSUBS = (aten.rsub.Scalar,)
 
 
 def _adds_positive_zero(node) -> bool:  # noqa: ANN001 - an FX node
-    """``x + c`` or ``x - c`` (times ``alpha``) with a literal number that adds +0.0."""
-    if node.target not in _ADDS + _SUBS or len(node.args) < 2 or not isinstance(node.args[1], int | float):
+    """``x + c`` or ``x - c`` (times ``alpha``) with a literal number that adds +0.0, or
+    ``c - x`` (``rsub``) with a literal +0.0."""
+    if node.target not in _ADDS + _SUBS + _RSUBS or len(node.args) < 2 or not isinstance(node.args[1], int | float):
         return False
+    if node.target in _RSUBS:
+        added = float(node.args[1])
+        return added == 0 and math.copysign(1.0, added) > 0
     alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
     if not isinstance(alpha, int | float):
         return False
@@ -50,7 +58,7 @@ def _adds_positive_zero(node) -> bool:  # noqa: ANN001 - an FX node
 def make_zero_sums_positive(g: Graph) -> bool:
     """Rewrite ``g`` in place (see the module docstring); True if it changed."""
     changed = False
-    for node, _x, _val in calls_on_tensors(g, _SUMS + _ADDS + _SUBS):
+    for node, _x, _val in calls_on_tensors(g, _SUMS + _ADDS + _SUBS + _RSUBS):
         out = node.meta.get("val")
         if not isinstance(out, torch.Tensor) or not out.dtype.is_floating_point:
             continue

@@ -10,6 +10,14 @@
   compiled backend. The formulas below are those of PyTorch's CPU kernel
   (ATen/native/cpu/Activation.cpp), in the compute dtype (float32 for half
   precision) and rounded once at the end, on the saturating ``tanh``.
+* The exact ``gelu`` (``erf``) of float16 and bfloat16, and its backward:
+  torch-mlir computes them in the input dtype, so 1,390 of 4,001 float16
+  values in [-8, 8] were an ulp off eager (reference backend). Eager
+  computes in float32 and rounds once; so do ``gelu_erf`` and
+  ``gelu_erf_backward``, used for those dtypes only, with the ``erf`` of
+  eager's vectorized kernel (Abramowitz and Stegun 7.1.26, error 1.5e-7):
+  it is exactly +-1 from |x| = 4, where the backend's own ``erf`` left
+  a residue that bfloat16 shows (8e-14 for eager's -0.0 at x = -8).
 """
 
 from __future__ import annotations
@@ -20,10 +28,12 @@ import torch
 
 from .opmath import compute_dtype
 
-__all__ = ["gelu_tanh", "gelu_tanh_backward", "saturating_tanh"]
+__all__ = ["gelu_erf", "gelu_erf_backward", "gelu_tanh", "gelu_tanh_backward", "saturating_tanh"]
 
 _BETA = math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5  # sqrt(2 / pi)
 _KAPPA = 0.044715
+_ALPHA = math.sqrt(0.5)  # 1 / sqrt(2)
+_PDF = 2.0 / math.sqrt(math.pi) * math.sqrt(0.5) * 0.5  # 1 / sqrt(2 pi)
 
 
 def saturating_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -54,3 +64,35 @@ def gelu_tanh_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     inner_derivative = _BETA * (1 + 3 * _KAPPA * (x * x))
     derivative = 0.5 * right + left * (1 - t * t) * inner_derivative
     return (grad * derivative).to(dtype)
+
+
+#: Abramowitz and Stegun 7.1.26: erf(a) = 1 - t (p1 + p2 t + ... + p5 t^4) exp(-a^2),
+#: t = 1 / (1 + p a), for a >= 0.
+_AS_P = 0.3275911
+_AS_COEFFS = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _erf(x: torch.Tensor) -> torch.Tensor:
+    """The ``erf`` of eager's vectorized float kernels (``Vectorized<float>::erf``)."""
+    t = 1 / (_AS_P * x.abs() + 1)
+    r = torch.full_like(t, _AS_COEFFS[-1])
+    for c in reversed(_AS_COEFFS[:-1]):
+        r = r * t + c
+    y = 1 - r * t * torch.exp(-(x * x))
+    return torch.where(x < 0, -y, y)
+
+
+def gelu_erf(x: torch.Tensor) -> torch.Tensor:
+    """``x * Phi(x)`` in the compute dtype, rounded once (eager's CPU formula)."""
+    dtype = x.dtype
+    x = x.to(compute_dtype(x)[1])
+    return (x * 0.5 * (1 + _erf(x * _ALPHA))).to(dtype)
+
+
+def gelu_erf_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    dtype = x.dtype
+    ctype = compute_dtype(x)[1]
+    x, grad = x.to(ctype), grad.to(ctype)
+    cdf = 0.5 * (1 + _erf(x * _ALPHA))
+    pdf = _PDF * torch.exp(x * x * -0.5)
+    return (grad * (cdf + x * pdf)).to(dtype)

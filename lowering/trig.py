@@ -169,13 +169,15 @@ def _reduce(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``a * 2/pi = q + f`` for ``a >= 0`` (float64 holding a float32 value):
     the quadrant ``q mod 4`` and ``r = f * pi/2`` with ``|f| <= 1/2``. NaN
     and inf give NaN in both."""
-    hi = torch.zeros_like(a)
-    lo = torch.zeros_like(a)
+    hi = lo = None  # not zeros: an addition of a constant 0.0 gets a graph refused on lavapipe
     for piece in _PIECES:
         t = a * piece  # exact: 24 by 24 significant bits
         t = t - 4.0 * torch.floor(t * 0.25)  # exact: t modulo 4
+        if hi is None:
+            hi = t
+            continue
         hi, err = _two_sum(hi, t)
-        lo = lo + err
+        lo = err if lo is None else lo + err
     whole = torch.floor(hi + 0.5)  # hi in [0, 40): an exact integer
     f = (hi - whole) + lo  # hi - whole is exact
     # lo may carry f past +-1/2 by a hair: the quadrant follows it.

@@ -278,6 +278,27 @@ def test_tanh_gelu_uses_eagers_constant(backend):
     _close_in_scale(got_grad.cpu(), torch.ops.aten.gelu_backward(g, x, approximate="tanh"), x, "gelu_backward (tanh)")
 
 
+def test_half_precision_exact_gelu_is_computed_in_float32(backend):
+    """``F.gelu`` (exact, ``erf``) of float16 and its backward were computed in float16 by
+    torch-mlir: 1,390 of 4,001 values in [-8, 8] off eager, by up to 0.002 (an ulp near 6).
+    Eager computes in float32 and rounds once; so does lowering/tanh.py's ``gelu_erf``, with the
+    ``erf`` of eager's vectorized kernel. The backward's residue far out (8e-14 at x = -8 where
+    eager has -0.0, visible in bfloat16) is left: only its size is checked."""
+    for dtype in (torch.float16, torch.bfloat16):
+        x = torch.linspace(-8, 8, 4001).to(dtype)
+        g = torch.linspace(-2, 2, x.numel()).to(dtype)
+        got = F.gelu(x.to("lazy"))
+        got_grad = torch.ops.aten.gelu_backward(g.to("lazy"), x.to("lazy"))
+        lazy_core.mark_step()
+        want, want_grad = F.gelu(x), torch.ops.aten.gelu_backward(g, x)
+        assert got.dtype == got_grad.dtype == dtype
+        for what, a, b in (("gelu", got.cpu(), want), ("gelu_backward", got_grad.cpu(), want_grad)):
+            err = (a.float() - b.float()).abs().max().item()
+            assert err <= 3e-5, (dtype, what, err)
+        if dtype == torch.float16:  # bfloat16 reaches gelu widened to float32, with the backend's erf
+            assert (got.cpu() != want).sum().item() <= x.numel() // 100, (dtype, (got.cpu() != want).sum().item())
+
+
 def test_tanh_is_exactly_one_past_saturation(backend):
     """lavapipe's ``tanh`` stayed 3 ulps short of +-1 (0.99999982) from 9.1 to infinity, where
     eager's is exactly +-1; ``1 - tanh**2`` (its gradient) was then 3.6e-7 instead of 0."""

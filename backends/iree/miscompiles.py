@@ -88,10 +88,15 @@ whose fresh zero moments IREE folds into ``0.0 * beta2``. A contraction
 input multiplies by that constant just the same: ``F.linear(torch.zeros(2, 3),
 w)`` gave 0 where ``w`` holds a NaN (fuzz seed 1402 p7), and an RNN's zero
 initial state is such an input, so on lavapipe those graphs run op by op too.
-``x + 0.0``
-(gallivm returns ``x``: -0.0 where IEEE gives +0.0) is not refused: only a
-zero's sign, and common. Where it decided a sum (of -0.0 values, which eager
-makes +0.0) the lowering makes the zero positive (``positive_zero_sums``).
+An addition of a constant +0.0 is shortcut the same way: gallivm returns
+``x`` where IEEE gives +0.0 for ``x = -0.0`` (``x + torch.zeros(3)``,
+``x.add_(zeros_bool)``, ``sub(x, zeros, alpha=0)``: fuzz seeds 4302 p696 and
+4303 p75), and ``0.0 - x`` is ``-x`` (-0.0 for ``x = +0.0``). Those graphs are
+refused on lavapipe too. The shortcuts that are exact stay compiled: ``x + -0.0``
+and ``x - 0.0`` are ``x``, ``-0.0 - x`` is ``-x``. A literal ``x + 0.0`` in the
+program reaches IREE as an operand, not a constant, and compiles. Where
+lavapipe decided a sum (of -0.0 values, which eager makes +0.0) the lowering
+makes the zero positive (``positive_zero_sums``).
 """
 
 from __future__ import annotations
@@ -143,11 +148,13 @@ def inexact_on_spirv(flow_ir: str) -> list[str]:
     return [line.strip() for line in _LOC.sub("", flow_ir).splitlines() if "arith.remf" in line]
 
 
-#: A floating zero constant, scalar or splat: ``%cst = arith.constant 0.000000e+00 : f32``.
-_ZERO = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?:dense<)?-?0\.0+e\+00>?\s*:", re.M)
-#: The float ops lavapipe shortcuts when either operand is a constant zero: ``x * 0`` (0),
-#: ``x / 0`` (undefined: garbage) and ``0 / x`` (0: ``0 / -2`` lost its sign, ``0 / 0`` its NaN).
-_FLOAT_OP = re.compile(r"arith\.(?P<op>mulf|divf)\s+(?P<lhs>%[\w.$-]+)\s*,\s*(?P<rhs>%[\w.$-]+)")
+#: A floating zero constant, scalar or splat: ``%cst = arith.constant 0.000000e+00 : f32``
+#: (``sign`` is ``-`` for -0.0).
+_ZERO = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?:dense<)?(?P<sign>-?)0\.0+e\+00>?\s*:", re.M)
+#: The float ops lavapipe shortcuts when an operand is a constant zero: ``x * 0`` (0), ``x / 0``
+#: (undefined: garbage), ``0 / x`` (0: ``0 / -2`` lost its sign, ``0 / 0`` its NaN), ``x + 0``
+#: (``x``: -0.0 kept) and ``0 - x`` (``-x``: -0.0 for +0.0).
+_FLOAT_OP = re.compile(r"arith\.(?P<op>mulf|divf|addf|subf)\s+(?P<lhs>%[\w.$-]+)\s*,\s*(?P<rhs>%[\w.$-]+)")
 
 
 #: A fill with a floating constant: ``%3 = linalg.fill ins(%cst : f32) outs(%2 : ...)``.
@@ -157,6 +164,67 @@ _ZERO_FILL = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*linalg\.fill\s+ins\((?P<
 _NAMED_OP = re.compile(r"=\s*linalg\.(?!generic\b|fill\b|yield\b|index\b)[\w.]+\b.*?\bins\((?P<ins>[^:)]*)")
 
 
+def _shortcut_is_wrong(op: str, lhs: str | None, rhs: str | None, lavapipe: bool) -> bool:
+    """Whether a driver's shortcut of ``lhs op rhs`` differs from IEEE (``None``: not a constant
+    zero; ``""``: +0.0; ``"-"``: -0.0). Only a zero divisor is wrong off lavapipe."""
+    if op == "divf" and rhs is not None:
+        return True
+    if not lavapipe:
+        return False
+    if op in ("mulf", "divf"):
+        return lhs is not None or rhs is not None
+    if op == "addf":
+        return lhs == "" or rhs == ""
+    return lhs == "" or rhs == "-"  # subf: 0 - x is -x, x - (-0) is x
+
+
+#: Values that are never -0.0, so ``x + 0.0`` is ``x`` for them: ``exp``, ``exp2``, ``abs``,
+#: ``x * x`` (a one-element sum inside ``softmax``, which IREE folds to ``exp(x) + 0.0``), an
+#: integer converted (``zeros(3) + t.item()``).
+_NEVER_MINUS_ZERO = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*(?:math\.(?P<fn>exp|exp2|absf)\s+(?P<x>%[\w.$-]+)"
+                               r"|arith\.(?:sitofp|uitofp)\s"
+                               r"|arith\.(?P<op>mulf)\s+(?P<a>%[\w.$-]+)\s*,\s*(?P<b>%[\w.$-]+))")
+#: ``%c = arith.cmpf oeq, %a, %b`` and ``%r = arith.select %c, %t, %f``.
+_CMP_EQ = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.cmpf\s+oeq\s*,\s*(?P<a>%[\w.$-]+)\s*,\s*(?P<b>%[\w.$-]+)")
+_EXTF = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.extf\s+(?P<x>%[\w.$-]+)")
+_SELECT = re.compile(r"arith\.select\s+(?P<c>%[\w.$-]+)\s*,\s*(?P<t>%[\w.$-]+)\s*,\s*(?P<f>%[\w.$-]+)")
+
+
+def _zero_made_positive(line: str, lines: list[str], signs: dict[str, str]) -> bool:
+    """Whether the result of the addition or subtraction on ``line`` is only read by the
+    lowering's guard ``select(r == 0, +0.0, r)`` (``lowering/positive_zero_sums.py``), which
+    gives IEEE's +0.0 whatever sign lavapipe's shortcut left."""
+    d = _DEF.match(line)
+    if d is None:
+        return False
+    result = d.group("results").strip()
+    at = next(i for i, other in enumerate(lines) if other is line)
+    start = next((i for i in range(at, -1, -1) if "^bb0" in lines[i]), at)
+    end = next((i for i in range(at, len(lines)) if "linalg.yield" in lines[i]), len(lines) - 1)
+    block = lines[start:end + 1]  # the payload region: names repeat outside it
+
+    def uses(name: str) -> list[str]:
+        return [other for other in block if not other.lstrip().startswith(name + " ")
+                and re.search(re.escape(name) + r"\b", other)]
+
+    # The comparison may read the value widened (``arith.extf``: torch-mlir compares with the
+    # literal in float64), a copy read by nothing else.
+    widened = {e["name"]: uses(e["name"]) for u in uses(result) if (e := _EXTF.match(u)) is not None}
+    compared = {result, *widened}
+    compares = {m["name"] for u in block if (m := _CMP_EQ.match(u)) is not None
+                and ({m["a"], m["b"]} & compared) and ({m["a"], m["b"]} - compared) <= set(signs)}
+    if not compares or any(any((c := _CMP_EQ.match(u)) is None or c["name"] not in compares for u in read)
+                           for read in widened.values()):
+        return False
+    for use in uses(result):
+        if (c := _CMP_EQ.match(use)) is not None and c["name"] in compares or _EXTF.match(use) is not None:
+            continue
+        s = _SELECT.search(use)
+        if s is None or s["c"] not in compares or s["f"] != result or signs.get(s["t"]) != "":
+            return False
+    return True
+
+
 def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
     """The lines of ``flow_ir`` that divide by a constant floating zero (and on ``lavapipe``
     multiply with one, or divide one), or by a zero splat fed to a ``linalg.generic`` (function
@@ -164,17 +232,25 @@ def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
     on every driver; the other shortcuts are lavapipe's."""
     found = []
     for func in _LOC.sub("", flow_ir).split("func.func ")[1:]:
-        zeros = {m.group("name") for m in _ZERO.finditer(func)}
-        if not zeros:
+        # Each zero's sign: an addition of -0.0 or a subtraction of +0.0 is exact even shortcut.
+        signs = {m.group("name"): m.group("sign") for m in _ZERO.finditer(func)}
+        if not signs:
             continue
-        zeros |= {m.group("name") for m in _ZERO_FILL.finditer(func) if m.group("value") in zeros}
+        signs |= {m.group("name"): signs[m.group("value")] for m in _ZERO_FILL.finditer(func)
+                  if m.group("value") in signs}
         for m in _GENERIC.finditer(func):
             ins = _VALUE.findall((m.group("ins") or "").split(":")[0])
             args = _VALUE.findall(m.group("args"))
-            zeros |= {arg for value, arg in zip(ins, args) if value in zeros}
-        found += [line.strip() for line in func.splitlines()
+            signs |= {arg: signs[value] for value, arg in zip(ins, args) if value in signs}
+        zeros = set(signs)
+        lines = func.splitlines()
+        never_minus_zero = {d["name"] for line in lines if (d := _NEVER_MINUS_ZERO.match(line)) is not None
+                            and (d["op"] != "mulf" or d["a"] == d["b"])}
+        found += [line.strip() for line in lines
                   if (f := _FLOAT_OP.search(line)) is not None
-                  and (f["op"] == "divf" and f["rhs"] in zeros or lavapipe and (f["lhs"] in zeros or f["rhs"] in zeros))]
+                  and _shortcut_is_wrong(f["op"], signs.get(f["lhs"]), signs.get(f["rhs"]), lavapipe)
+                  and not (f["op"] == "addf" and {f["lhs"], f["rhs"]} - set(signs) <= never_minus_zero)
+                  and not (f["op"] in ("addf", "subf") and _zero_made_positive(line, lines, signs))]
         if lavapipe:
             found += [line.strip() for line in func.splitlines()
                       if (n := _NAMED_OP.search(line)) is not None
@@ -315,7 +391,8 @@ def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = ()) -> t
     zero = zero_operands_on_spirv(flow_ir, lavapipe) if target_backend == "vulkan-spirv" else []
     if zero:
         return ("iree_refused_zero_operand",
-                "a floating multiplication or division with a constant zero: lavapipe's shader compiler "
-                "returns 0 for x * 0.0 and 0.0 / x (NaN, infinities and signs lost) and garbage for x / 0.0, "
+                "a floating multiplication, division, addition or subtraction with a constant zero: "
+                "lavapipe's shader compiler returns 0 for x * 0.0 and 0.0 / x (NaN, infinities and signs "
+                "lost), x for x + 0.0 and -x for 0.0 - x (signs of zeros lost) and garbage for x / 0.0, "
                 "so the graph is not compiled for Vulkan", zero[0])
     return None
