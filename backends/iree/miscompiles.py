@@ -93,10 +93,12 @@ An addition of a constant +0.0 is shortcut the same way: gallivm returns
 ``x.add_(zeros_bool)``, ``sub(x, zeros, alpha=0)``: fuzz seeds 4302 p696 and
 4303 p75), and ``0.0 - x`` is ``-x`` (-0.0 for ``x = +0.0``). Those graphs are
 refused on lavapipe too. The shortcuts that are exact stay compiled: ``x + -0.0``
-and ``x - 0.0`` are ``x``, ``-0.0 - x`` is ``-x``. A literal ``x + 0.0`` in the
-program reaches IREE as an operand, not a constant, and compiles. Where
-lavapipe decided a sum (of -0.0 values, which eager makes +0.0) the lowering
-makes the zero positive (``positive_zero_sums``).
+and ``x - 0.0`` are ``x``, ``-0.0 - x`` is ``-x``, and ``x + 0.0`` is ``x`` for an
+``x`` that is never -0.0 (an ``exp``, ``abs``, square or converted integer: a
+one-element sum in ``softmax`` folds to ``exp(x) + 0.0``). A literal ``x + 0.0``
+or ``0.0 - x`` in the program, and a floating sum or mean (of -0.0 values, which
+eager makes +0.0), get ``select(r == 0, +0.0, r)`` from the lowering
+(``positive_zero_sums``), which is recognized here and compiles.
 """
 
 from __future__ import annotations
