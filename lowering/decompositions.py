@@ -69,6 +69,11 @@ NAN_DECOMPOSED_OPS = (
     # filler for empty ones, which the eager call keeps). ``nanmedian`` stays eager: for an all-NaN
     # row the CPU kernel's index is wherever its nth_element left a NaN (5 of 7 in one test).
     *_MEDIANS,
+    # ``kthvalue``: torch-mlir lowers it to ``tm_tensor.topk``, which IREE rejects ("region block
+    # must end with a linalg_ext.yield i1"), and whose ordered comparisons put a NaN anywhere: on
+    # reference 122 of 1,250 values were wrong for rows holding a NaN (eager: NaN is the largest).
+    # Read from the NaN-aware stable sort (_ONLY_WHEN: 1 <= k <= the row's size).
+    aten.kthvalue.default,
 )
 
 _ZERO_DIM_REDUCTIONS = (
@@ -779,6 +784,20 @@ def _uneven_adaptive_windows(node: Node) -> bool:
     """An adaptive pooling backward whose input size is not a multiple of its output size."""
     grad, x = node.args[0], node.args[1]
     return any(i % o for i, o in zip(x.meta.shape[-2:], grad.meta.shape[-2:], strict=True))
+
+
+def _kthvalue_in_range(node: Node) -> bool:
+    """``kthvalue(x, k, dim)`` with ``1 <= k <= x.size(dim)``: eager raises otherwise (the meta
+    kernel does not check), and the eager call keeps that error."""
+    x = node.args[0]
+    if not isinstance(x, Output) or x.meta is None or len(node.args) < 2 or not isinstance(node.args[1], int):
+        return False
+    shape = x.meta.shape
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", -1)
+    if not isinstance(dim, int) or not -max(len(shape), 1) <= dim < max(len(shape), 1):
+        return False
+    n = shape[dim % len(shape)] if shape else 1
+    return isinstance(n, int) and 1 <= node.args[1] <= n
 
 
 def _nonempty_median(node: Node) -> bool:
@@ -1583,6 +1602,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._embedding_bag_backward.default: _plain_embedding_bag,
     aten._embedding_bag_per_sample_weights_backward.default: _plain_embedding_bag,
     **dict.fromkeys(_MEDIANS, _nonempty_median),
+    aten.kthvalue.default: _kthvalue_in_range,
 }
 
 
@@ -1873,6 +1893,20 @@ def _topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True,
     return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
 
 
+def _kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k``-th smallest along ``dim`` and its index, from the NaN-last stable sort (NaN is
+    the largest, as eager has it). Among equal numbers the index is the stable sort's, which
+    the documentation leaves unspecified (eager's quickselect picks another; topk likewise)."""
+    if x.dim() == 0:
+        return x.clone(), x.new_zeros((), dtype=torch.int64)
+    d = dim % x.dim()
+    values, indices = _sort(x, d)
+    values, indices = values.narrow(d, k - 1, 1), indices.narrow(d, k - 1, 1)
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return values, indices
+
+
 def _median(x: torch.Tensor) -> torch.Tensor:
     return _median_dim(x.reshape(-1), 0)[0]
 
@@ -1918,4 +1952,5 @@ def _nan_table() -> dict[Any, Callable]:
         aten.topk.default: _topk,
         aten.median.dim: _median_dim,
         aten.median.default: _median,
+        aten.kthvalue.default: _kthvalue,
     }

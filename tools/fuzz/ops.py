@@ -7,7 +7,7 @@ does not hide every other finding; turning one off removes exactly that
 category's lines, nothing else:
 
 - ``nan``: NaN operands of NaN-sensitive ops (clamp, max/min, argmax, sort,
-  topk, maximum, cummax). Off: those ops still run, on NaN-free operands.
+  topk, kthvalue, maximum, cummax). Off: those ops still run, on NaN-free operands.
 - ``inplace_cast``: in-place and ``out=`` ops whose result type cannot be cast
   to the destination (PyTorch raises). Off: only castable in-place ops.
 - ``view_inplace``: in-place ops through a view (the base must change too).
@@ -345,9 +345,13 @@ def sort_topk(g: Generator) -> Line | None:
         return _nan_line(g, f"{out}, {idx} = torch.sort({a}, {{0}}, descending={{1}}, stable=True)",
                          (g.dim(t), g.rng.random() < 0.5), (out, idx), a)
     k = g.rng.choice([1, 2])
-    # topk's indices among ties are unspecified: compare the values only.
+    dim, draw = g.dim(t), g.rng.random()
+    # topk's and kthvalue's indices among ties are unspecified: compare the values only. One
+    # draw picks largest and, past 0.9, kthvalue (so seeds from before it draw the same).
+    if draw >= 0.9:
+        return _nan_line(g, f"{out} = torch.kthvalue({a}, {{0}}, {{1}}).values", (k, dim), (out,), a, ties=True)
     return _nan_line(g, f"{out} = torch.topk({a}, {{0}}, {{1}}, largest={{2}}).values",
-                     (k, g.dim(t), g.rng.random() < 0.7), (out,), a, ties=True)
+                     (k, dim, draw < 0.7), (out,), a, ties=True)
 
 
 # -- indexing ---------------------------------------------------------------------------------
