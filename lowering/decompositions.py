@@ -432,6 +432,12 @@ DECOMPOSED_OPS = (
     # flattened value (lowering/gathers.py; lazy_core/strided.py gives them eager's storage).
     aten.as_strided.default,
     aten.as_strided_scatter.default,
+    # ``nansum`` and ``index_add``: no lowering in torch-mlir 20261001, so every graph holding one
+    # was cut around an eager call (torch-mlir imports index_add, so its decomposition takes every
+    # form). A sum of the NaN-zeroed value; a scatter-add of ``alpha * source``. (``sinc`` as
+    # ``sin(pi x) / (pi x)`` came out wrong on IREE, -2e22 at x = -1e-30: it stays eager.)
+    aten.nansum.default,
+    aten.index_add.default,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -450,7 +456,7 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divi
                                       aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar,
                                       aten.threshold.default, aten.threshold_backward.default, aten.softshrink.default, aten.hardshrink.default,
                                       aten.hardtanh_backward.default, aten.softplus_backward.default,
-                                      aten.lerp.Scalar})
+                                      aten.lerp.Scalar, aten.index_add.default})
 
 
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
@@ -1511,6 +1517,8 @@ def _table() -> dict[Any, Callable]:
     table[aten._adaptive_avg_pool2d.default] = adaptive_avg_pool2d
     table[aten._adaptive_avg_pool2d_backward.default] = adaptive_avg_pool2d_backward
     table[aten.as_strided.default] = gathers.as_strided
+    table[aten.nansum.default] = _nansum
+    table[aten.index_add.default] = _index_add
     table[aten.as_strided_scatter.default] = gathers.as_strided_scatter
     table[aten.im2col.default] = gathers.im2col
     table[aten.col2im.default] = gathers.col2im
@@ -1891,6 +1899,31 @@ def _topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True,
         return x.clone(), x.new_zeros((), dtype=torch.int64)
     values, indices = _sort(x, dim, descending=largest)
     return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
+
+
+def _nansum(x: torch.Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``sum`` with each NaN counted as +0.0 (an all-NaN row sums to 0, as eager's)."""
+    if x.is_floating_point():
+        x = torch.where(torch.isnan(x), torch.zeros_like(x), x)
+    if dim is None or (isinstance(dim, list | tuple) and len(dim) == 0):
+        dim = list(range(x.dim()))
+    return torch.sum(x, dim, keepdim, dtype=dtype) if dim else torch.sum(x, dtype=dtype)
+
+
+def _index_add(x: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
+               alpha: Any = 1) -> torch.Tensor:
+    """``x`` with ``alpha * source``'s slices added at ``index`` along ``dim`` (duplicates
+    accumulate), as a scatter-add of the index broadcast over ``source``'s other dims (a 0-d
+    ``x`` as a 1-element vector)."""
+    if x.dim() == 0:
+        return _index_add(x.reshape(1), 0, index.reshape(-1), source.reshape(-1), alpha=alpha).reshape(())
+    d = dim % x.dim()
+    shape = [1] * source.dim()
+    shape[d] = index.numel()
+    spread = index.reshape(shape).expand(source.shape)
+    if not (isinstance(alpha, int | float) and alpha == 1 and not isinstance(alpha, bool)):
+        source = source * alpha
+    return x.scatter_add(d, spread, source.to(x.dtype))
 
 
 def _kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
