@@ -1920,6 +1920,27 @@ def test_lavapipe_refuses_only_inexact_constant_zero_shortcuts() -> None:
     assert zero_operands_on_spirv(flow("    %2 = arith.mulf %in, %out : f32\n    %3 = arith.addf %2, %cst : f32\n" + yield_3))
 
 
+@pytest.mark.parametrize("name", [
+    pytest.param(b, id=b, marks=pytest.mark.expect_fallback("compile_error")) if b.startswith("iree")
+    else pytest.param(b, id=b) for b in requested_backends()])
+def test_fuzz_seed_4301_softmax_of_a_nan_constant_is_nan(name, monkeypatch) -> None:
+    """Fuzz seed 4301 p764 (iree-vulkan, then iree-cpu too): ``softmax(clamp(mask, nan, False), 2)``
+    gave 0.0 where eager gives NaN. The clamp is a NaN splat IREE holds as a constant, and IREE
+    3.13 folds the softmax of it to 0.0 (a NaN passed at run time, or an infinite splat, came out
+    right). A ``linalg.softmax`` of a constant printed in hex (NaN, infinities) is refused on
+    IREE (backends/iree/miscompiles.py) and runs op by op: the named fallback."""
+    _use_refusing_backend(name, monkeypatch)
+    if name.startswith("iree"):
+        monkeypatch.delenv("LAZY_STRICT", raising=False)
+    mask = torch.tensor([[[3, -1, -3]], [[3, -1, 0]]]).bool()
+    for fill in (math.nan, math.inf, -math.inf):
+        for fn in (torch.softmax, torch.log_softmax):
+            got, want = fn(torch.clamp(lazy(mask), fill, fill), 2).cpu(), fn(torch.clamp(mask, fill, fill), 2)
+            torch.testing.assert_close(got, want, equal_nan=True, msg=f"{fn.__name__} of {fill}")
+    got = torch.softmax(torch.clamp(lazy(mask), math.nan, False), 2).cpu()
+    assert got.isnan().all(), got
+
+
 @pytest.mark.timeout(600)
 def test_a_softmax_iree_cannot_expand_is_refused_not_hung(monkeypatch):
     """Fuzz seed 4302 program 3' (iree-vulkan): ``softmax(x.sin(), 1)`` of a [3, 4] int32 tensor

@@ -81,7 +81,9 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             wanted = ("flow", "executable-configurations", "global-optimization") if spirv else ("flow",)
             vmfb, phases = _compile_with_phases(ic, mlir, input_type(form), backends, flags, wanted)
             races, extensions = _spirv_hazards(phases) if spirv else ([], [])
+            first_flow = ""
             if races or extensions:
+                first_flow = phases.get("flow", "")
                 # Compile again from before dispatch formation, each hazard behind a barrier.
                 source = isolated = phases["global-optimization"]
                 for found, barriers, counter in ((races, isolate_reductions, "iree_isolated_reductions"),
@@ -101,7 +103,8 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                         ic, isolated, input_type(form), backends, flags + ["--compile-from=global-optimization"],
                         wanted)
                     races, extensions = _spirv_hazards(phases)
-            refused = refusal(phases.get("flow", ""), config.target.target_backend, tuple(config.compile_flags))
+            refused = refusal(phases.get("flow", ""), config.target.target_backend, tuple(config.compile_flags),
+                              first_flow)
             if refused is None and races:
                 refused = ("iree_refused_fused_reduction",
                            "ops fused in one SPIR-V dispatch that IREE 3.13 spreads over threads each on its own "

@@ -362,16 +362,44 @@ def _shared_constant_writes(lines: list[str]) -> list[str]:
     return [line for r, line in writes if uses[r] > 1 and (not r.startswith("splat ") or reads[r] > 0)]
 
 
-def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
+#: A tensor constant: ``%cst = arith.constant dense<0x7FC00000> : tensor<2x3xf32>``.
+_TENSOR_CONSTANT = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?P<value>.*?)\s*:\s*tensor<", re.M)
+_SOFTMAX_INPUT = re.compile(r"linalg\.softmax\b[^\n]*?\bins\((?P<input>%[\w.$-]+)")
+
+
+def softmax_of_a_special_constant(flow_ir: str) -> list[str]:
+    """The ``linalg.softmax`` lines of ``flow_ir`` whose input is a constant IREE prints in hex
+    (NaN, an infinity, or elements as a blob). ``softmax`` of a NaN splat gave 0.0, not NaN, on
+    every IREE target (fuzz seed 4301 p764: ``softmax(clamp(mask, nan, False), 2)``), while the
+    same values passed at run time, and infinite splats, came out right."""
+    found = []
+    for func in _LOC.sub("", flow_ir).split("func.func ")[1:]:
+        special = {m["name"] for m in _TENSOR_CONSTANT.finditer(func) if "0x" in m["value"].lower()
+                   or "nan" in m["value"].lower()}
+        found += [line.strip() for line in func.splitlines()
+                  if (m := _SOFTMAX_INPUT.search(line)) is not None and m["input"] in special]
+    return found
+
+
+def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = (),
+            before_isolation: str = "") -> tuple[str, str, str] | None:
     """Why ``flow_ir`` must not be compiled for ``target_backend``, or None:
-    (metrics counter, reason, the offending IR). Kept here, not in the compiler,
-    so that the cache key (``_RULES_DIGEST``, this module's source) changes with it."""
+    (metrics counter, reason, the offending IR). ``before_isolation`` is the flow-phase IR of
+    the first compile when reductions were then put behind barriers (backends/iree/barriers.py
+    expands a ``linalg.softmax`` there, so its constant input is seen in this one). Kept here,
+    not in the compiler, so that the cache key (``_RULES_DIGEST``, this module's source)
+    changes with it."""
     bad = invariant_reductions(flow_ir)
     if bad:
         return ("iree_refused_miscompile",
                 "a reduction whose combined value ignores its input (IREE folded it to a constant): "
                 "IREE 3.13's vectorizer combines it once instead of once per element, a wrong value, "
                 "so the graph is not compiled", bad[0])
+    special = softmax_of_a_special_constant(flow_ir + "\n" + before_isolation)
+    if special:
+        return ("iree_refused_miscompile",
+                "a softmax of a constant holding NaN or an infinity: IREE 3.13 folds the softmax of a NaN "
+                "constant to 0.0, a wrong value, so the graph is not compiled", special[0])
     shared = shared_in_place_sorts(flow_ir)
     if shared:
         return ("iree_refused_shared_sort",
