@@ -546,6 +546,21 @@ def _select_index_out_of_range(op: Any, margs: tuple, mkwargs: dict) -> bool:
     return not -n <= index < n
 
 
+def _index_add_shape_mismatch(op: Any, margs: tuple, mkwargs: dict) -> bool:
+    """``index_add`` of a ``source`` whose shape differs from ``self``'s outside ``dim``: its meta
+    kernel lets it pass, and the graph failed at the read where eager raises at the call."""
+    self, source, dim = margs[0] if margs else None, _tensor_arg(op, margs, mkwargs, "source"), \
+        _arg(op, margs, mkwargs, "dim")
+    if not isinstance(self, torch.Tensor) or source is None or type(dim) is not int:
+        return False
+    if self.dim() != source.dim():
+        return True
+    if self.dim() == 0 or not -self.dim() <= dim < self.dim():
+        return False
+    d = dim % self.dim()
+    return any(a != b for i, (a, b) in enumerate(zip(self.shape, source.shape, strict=True)) if i != d)
+
+
 def _tensor_arg(op: Any, margs: tuple, mkwargs: dict, name: str) -> torch.Tensor | None:
     t = _arg(op, margs, mkwargs, name)
     return t if isinstance(t, torch.Tensor) else None
@@ -567,6 +582,8 @@ _CPU_CHECK_WHEN: dict[str, Callable[[Any, tuple, dict], bool]] = {
     "aten::masked_scatter_": _non_bool_mask,
     "aten::as_strided_scatter": _strided_past_the_end,
     "aten::select_scatter": _select_index_out_of_range,
+    "aten::index_add": _index_add_shape_mismatch,
+    "aten::index_add_": _index_add_shape_mismatch,
 }
 
 

@@ -1917,6 +1917,9 @@ def _index_add(x: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Ten
     ``x`` as a 1-element vector)."""
     if x.dim() == 0:
         return _index_add(x.reshape(1), 0, index.reshape(-1), source.reshape(-1), alpha=alpha).reshape(())
+    if x.dtype == torch.bool:  # bool addition saturates (True + True is True); a scatter-add wraps
+        flag = int(alpha) if isinstance(alpha, bool | int) else alpha
+        return _index_add(x.to(torch.int64), dim, index, source.to(torch.int64), alpha=flag) != 0
     d = dim % x.dim()
     shape = [1] * source.dim()
     shape[d] = index.numel()

@@ -468,6 +468,9 @@ def test_nansum_and_index_add_compile_with_eagers_values(backend, strict):
         "index_add_": lambda d: torch.zeros(4, 4, device=d).index_add_(0, idx.to(d), src.to(d)),
         "index_add 0-d": lambda d: torch.zeros((), device=d).index_add(0, torch.tensor([0], device=d),
                                                                       torch.tensor(2.0, device=d)),
+        # bool addition saturates (True + True is True); a scatter-add of i1 wrapped to False.
+        "index_add bool": lambda d: torch.zeros(4, dtype=torch.bool, device=d).index_add(
+            0, torch.tensor([1, 1, 3], device=d), torch.tensor([True, True, False], device=d)),
     }
     for what, form in forms.items():
         try:
@@ -479,6 +482,10 @@ def test_nansum_and_index_add_compile_with_eagers_values(backend, strict):
             torch.zeros(4, 4, device=LAZY).index_add(0, bad.to(LAZY), src.to(LAZY)).cpu()
     with pytest.raises(RuntimeError, match="same scalar type"):
         torch.zeros(4, 4, device=LAZY).index_add(0, idx.to(LAZY), src.double().to(LAZY))
+    # Shapes the meta kernel lets pass: eager's error at the call, not a failed graph at the read.
+    for source in (torch.ones(3, 5), torch.ones(3)):
+        with pytest.raises(RuntimeError, match="source tensor shape must match"):
+            torch.zeros(4, 4, device=LAZY).index_add(0, idx.to(LAZY), source.to(LAZY))
 
 
 _POW_BASES = [-_INF, -2.5, -2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, _INF, _NAN]
