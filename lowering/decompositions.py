@@ -360,6 +360,12 @@ DECOMPOSED_OPS = (
     aten.hardshrink.default,
     aten.hardtanh_backward.default,
     aten.softplus_backward.default,
+    # The backwards of hardsigmoid, softshrink and hardshrink: no lowering in torch-mlir, so each
+    # training step through one cut its graph around an eager call (an adversarial sweep of 102
+    # backward passes). Eager's kernel formulas.
+    aten.hardsigmoid_backward.default,
+    aten.softshrink_backward.default,
+    aten.hardshrink_backward.default,
     # count_nonzero: torch-mlir decomposes it into ``ne.Scalar(x, 0)`` with an int 0, and its
     # folder misreads a constant float tensor compared with an int (lowering/comparisons.py):
     # ``zeros(3)[-1:].count_nonzero()`` gave 1 on IREE, whose constant fills are literals
@@ -456,6 +462,7 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divi
                                       aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar,
                                       aten.threshold.default, aten.threshold_backward.default, aten.softshrink.default, aten.hardshrink.default,
                                       aten.hardtanh_backward.default, aten.softplus_backward.default,
+                                      aten.softshrink_backward.default, aten.hardshrink_backward.default,
                                       aten.lerp.Scalar, aten.index_add.default})
 
 
@@ -909,6 +916,21 @@ def _hardshrink(x: torch.Tensor, lambd: Any = 0.5) -> torch.Tensor:
 def _hardtanh_backward(grad: torch.Tensor, x: torch.Tensor, min_val: Any, max_val: Any) -> torch.Tensor:
     """Eager's kernel: 0 where ``x <= min_val`` or ``x >= max_val``, else ``grad``."""
     return grad.masked_fill((x <= min_val) | (x >= max_val), 0)
+
+
+def _hardsigmoid_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Eager's kernel: ``grad * (1/6)`` where ``-3 < x < 3``, else 0 (NaN included); half
+    precision in float32, rounded once."""
+    out = grad.dtype
+    if out in _HALF_FLOATS:
+        grad, x = grad.float(), x.float()
+    return torch.where((x > -3) & (x < 3), grad * (1.0 / 6.0), torch.zeros_like(grad)).to(out)
+
+
+def _shrink_backward(grad: torch.Tensor, x: torch.Tensor, lambd: Any) -> torch.Tensor:
+    """Eager's kernel for softshrink's and hardshrink's gradients: 0 where
+    ``-lambd <= x <= lambd``, else ``grad`` (a NaN ``x`` passes the gradient)."""
+    return grad.masked_fill((x >= -lambd) & (x <= lambd), 0)
 
 
 def _softplus_backward(grad: torch.Tensor, x: torch.Tensor, beta: Any, threshold: Any) -> torch.Tensor:
@@ -1505,6 +1527,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.softshrink.default] = _softshrink
     table[aten.hardshrink.default] = _hardshrink
     table[aten.hardtanh_backward.default] = _hardtanh_backward
+    table[aten.hardsigmoid_backward.default] = _hardsigmoid_backward
+    table[aten.softshrink_backward.default] = table[aten.hardshrink_backward.default] = _shrink_backward
     table[aten.tanh.default] = tanh.saturating_tanh
     # _ONLY_WHEN: "tanh", or a half-precision exact gelu (computed in float32 as eager does).
     table[aten.gelu.default] = lambda x, approximate="none": (
