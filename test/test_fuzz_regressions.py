@@ -1941,6 +1941,30 @@ def test_fuzz_seed_4301_softmax_of_a_nan_constant_is_nan(name, monkeypatch) -> N
     assert got.isnan().all(), got
 
 
+@pytest.mark.parametrize("name", [
+    pytest.param(b, id=b, marks=pytest.mark.expect_fallback("compile_error")) if b.startswith("iree")
+    else pytest.param(b, id=b) for b in requested_backends()])
+def test_fuzz_seed_4603_a_write_into_a_splat_another_op_reads(name, monkeypatch) -> None:
+    """Fuzz seed 4603 p356 (iree-cpu and iree-vulkan): ``v1 = full((2, 3, 4), 2); v5 = v1 | v1;
+    v1[1].T.fill_(-0.0)`` gave ``v5[1]`` zeros (or other bits). IREE folds ``v1 | v1`` to ``v1``,
+    a ``flow.tensor.splat`` of the lifted 2, and updates that splat in place although ``v5``
+    still reads it. Such a graph is refused on IREE (backends/iree/miscompiles.py,
+    ``writes_into_a_shared_constant``) and runs op by op: the named fallback."""
+    _use_refusing_backend(name, monkeypatch)
+    if name.startswith("iree"):
+        monkeypatch.delenv("LAZY_STRICT", raising=False)
+
+    def program(dev: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        v1 = torch.full((2, 3, 4), 2, device=dev)
+        v3 = v1.select(-3, 1)
+        v5 = torch.bitwise_or(v1, v1)
+        v3.transpose(0, -1).fill_(-0.0)
+        return v1, v3, v5
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        assert torch.equal(got.cpu(), want), (got.cpu(), want)
+
+
 @pytest.mark.timeout(600)
 def test_a_softmax_iree_cannot_expand_is_refused_not_hung(monkeypatch):
     """Fuzz seed 4302 program 3' (iree-vulkan): ``softmax(x.sin(), 1)`` of a [3, 4] int32 tensor

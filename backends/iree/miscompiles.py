@@ -57,7 +57,10 @@ came back swapped (fuzz seed 1101) or the write showed in the other result
 ``v2`` False; seed 1700 p317, ``v0 = full(True); v4 = fmax(v0, v0);
 v4[::2].logical_not_()`` changed ``v0``, whose fill reads its value from a
 lifted scalar). Such a graph is refused (``writes_into_a_shared_constant``);
-a write into a constant nothing else uses is right and compiles. Splats
+a write into a constant nothing else uses is right and compiles. A
+``flow.tensor.splat`` written in place while another op reads it is refused
+too (fuzz seed 4603 p356: ``v1 = full(2); v5 = v1 | v1`` folded to ``v1``,
+then ``v1[1].fill_(0)`` reached ``v5``). Splats
 count too where two or more of one number into as many elements exist: the
 stream phase merges such ``flow.tensor.splat``s (CSE), so a write into one
 lands in another one's result (fuzz seed 0 p245:
@@ -328,14 +331,15 @@ def _splat_class(line: str) -> tuple[str, str] | None:
 
 
 def _shared_constant_writes(lines: list[str]) -> list[str]:
-    splats = [s for s in map(_splat_class, lines) if s is not None]
-    merged = Counter(cls for _, cls in splats)
     root: dict[str, str] = {}
     for line in lines:
         if (name := _constant_dispatch(line)) is not None:
             root[name] = name
-        elif (splat := _splat_class(line)) is not None and merged[splat[1]] > 1:
-            root[splat[0]] = splat[1]  # only splats that the stream phase merges with another
+        elif (splat := _splat_class(line)) is not None:
+            # Merged splats (the stream phase makes them one buffer), and a lone splat too: an
+            # in-place update of one that is also read gave the reader the written values
+            # (fuzz seed 4603 p356: ``v5 = v1 | v1`` folded to ``v1``, then ``v1[1].fill_(0)``).
+            root[splat[0]] = splat[1]
         elif (m := _RESHAPE.match(line)) is not None and m["source"].split("#")[0] in root:
             root[m["name"]] = root[m["source"].split("#")[0]]
     if not root:
