@@ -440,8 +440,9 @@ DECOMPOSED_OPS = (
     aten.as_strided_scatter.default,
     # ``nansum`` and ``index_add``: no lowering in torch-mlir 20261001, so every graph holding one
     # was cut around an eager call (torch-mlir imports index_add, so its decomposition takes every
-    # form). A sum of the NaN-zeroed value; a scatter-add of ``alpha * source``. (``sinc`` as
-    # ``sin(pi x) / (pi x)`` came out wrong on IREE, -2e22 at x = -1e-30: it stays eager.)
+    # form). A sum of the NaN-zeroed value; a scatter-add of ``alpha * source``. (``sinc`` written
+    # as ``sin(pi x) / (pi x)`` here gave -2e22 at x = -1e-30 on IREE, though the same expression
+    # traced by a user is right; not investigated, so it stays eager.)
     aten.nansum.default,
     aten.index_add.default,
 )
