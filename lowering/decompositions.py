@@ -876,8 +876,45 @@ def _inf_renorm(x: torch.Tensor, p: Any, dim: int, maxnorm: Any) -> torch.Tensor
 
 def _std_mean(x: torch.Tensor, dim: Any = None, *, correction: Any = None,
               keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    var, mean = torch.var_mean(x, dim, correction=correction, keepdim=keepdim)
+    var, mean = _scaled_variance(aten.var_mean.correction)(x, dim, correction=correction, keepdim=keepdim)
     return var.sqrt(), mean
+
+
+#: ``var``, ``std`` and ``var_mean`` of float32, scaled where a row's values are large.
+_VARIANCES = (aten.var.correction, aten.std.correction, aten.var_mean.correction)
+#: Past this magnitude a row is scaled by ``_DOWN`` (exact powers of two): a squared deviation of
+#: up to 2**41 stays below float32's 2**128 over 2**46 elements; scaled, the largest float32
+#: (2**128) becomes 2**48, whose squared deviations sum below it over 2**30 elements.
+_LARGE, _DOWN = 2.0 ** 40, 2.0 ** -80
+
+
+def _scaled_variance(op: Any) -> Callable:
+    """``op`` (var, std or var_mean) of float32 ``x`` whose rows with a value past 2**40 are
+    scaled by 2**-80 first and the results scaled back. torch-mlir computes a variance in the
+    input's dtype from squared deviations, which overflowed to inf from |x| of about 1.8e19
+    (``std`` of a row holding 3.4e38 was inf, eager 1.3e38: eager accumulates in double); the
+    scaling is exact, so other values are unchanged. A 0-d input goes to ``_on_one_element``."""
+
+    def run(x: torch.Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
+        if x.dim() == 0:
+            return _on_one_element(op)(x, dim, correction=correction, keepdim=keepdim)
+        if x.dtype != torch.float32 or x.numel() == 0:
+            return op(x, dim, correction=correction, keepdim=keepdim)
+        dims = list(range(x.dim())) if dim is None or (isinstance(dim, list | tuple) and not dim) else dim
+        large = x.abs().amax(dims, keepdim=True) > _LARGE  # False for a NaN row: its result is NaN
+        down = torch.where(large, torch.full_like(large, _DOWN, dtype=x.dtype), torch.ones_like(large, dtype=x.dtype))
+        up = torch.where(large, torch.full_like(large, 1 / _DOWN, dtype=x.dtype), torch.ones_like(large, dtype=x.dtype))
+        result = op(x * down, dim, correction=correction, keepdim=keepdim)
+        if op is aten.std.correction:
+            return result * up.reshape(result.shape)
+        if op is aten.var.correction:
+            u = up.reshape(result.shape)
+            return result * u * u  # two steps: 2**160 is past float32
+        var, mean = result
+        u = up.reshape(var.shape)
+        return var * u * u, mean * u
+
+    return run
 
 
 def _infinite_order(node: Node) -> bool:
@@ -1025,6 +1062,13 @@ def _weight_norm_interface_backward(grad: torch.Tensor, v: torch.Tensor, g: torc
 def _zero_dim_input(node: Node) -> bool:
     x = node.args[0]
     return isinstance(x, Output) and x.meta is not None and len(x.meta.shape) == 0
+
+
+def _zero_dim_reduction_or_float32(node: Node) -> bool:
+    """A 0-d reduction (``_on_one_element``) or a non-empty float32 variance (``_scaled_variance``)."""
+    x = node.args[0]
+    return _zero_dim_reduction(node) or (isinstance(x, Output) and x.meta is not None and len(x.meta.shape) > 0
+                                         and x.meta.dtype == torch.float32 and x.meta.numel() > 0)
 
 
 def _zero_dim_reduction(node: Node) -> bool:
@@ -1485,6 +1529,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.copysign.Tensor] = _copysign
     for op in _ZERO_DIM_REDUCTIONS:
         table[op] = _on_one_element(op)
+    for op in _VARIANCES:
+        table[op] = _scaled_variance(op)
     table[aten.cumsum.default] = _cumsum
     table[aten.logsumexp.default] = _logsumexp
     table[aten.logcumsumexp.default] = logcumsumexp
@@ -1599,6 +1645,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._softmax_backward_data.default: _zero_dim_input,
     aten._log_softmax_backward_data.default: _zero_dim_input,
     **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
+    **dict.fromkeys(_VARIANCES, _zero_dim_reduction_or_float32),
     aten.cumsum.default: _floating_cumsum,
     aten.trunc.default: _floating_input,
     **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default, aten.atan.default), _reduced_trig),

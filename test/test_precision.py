@@ -299,6 +299,33 @@ def test_half_precision_exact_gelu_is_computed_in_float32(backend):
             assert (got.cpu() != want).sum().item() <= x.numel() // 100, (dtype, (got.cpu() != want).sum().item())
 
 
+def test_variance_of_large_float32_values_does_not_overflow(backend):
+    """``x.std(1)`` of a float32 row holding 3.4e38 (or 2e20) was inf on every compiled backend
+    where eager gives 1.4e38 (8.2e19): torch-mlir squares the deviations in float32, eager
+    accumulates in double. ``var_mean``'s mean of a row of -3e38 values was -inf. Rows with a
+    value past 2**40 are scaled by 2**-80 first, exactly (lowering/decompositions.py
+    ``_scaled_variance``); other rows are computed as before."""
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(0))
+    x[0, 3] = 2e20
+    x[1, 2] = 3.4e38
+    x[2, :] = -3.0e38
+    x[2, 0] = 3.0e38
+    x[3, 1] = NAN
+    forms = {
+        "std": lambda t: t.std(1), "var": lambda t: t.var(1), "var keepdim": lambda t: t.var(0, keepdim=True),
+        "var of all": lambda t: t.var(), "std correction=0": lambda t: t.std(1, correction=0),
+        "var_mean": lambda t: torch.var_mean(t, 1), "std_mean": lambda t: torch.std_mean(t, [0, 1]),
+        "small": lambda t: (t[4] * 1e-5).std(),
+    }
+    for what, form in forms.items():
+        want, got = form(x), form(x.to("lazy"))
+        want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+        for w, g in zip(want, got, strict=True):
+            g = g.cpu()
+            assert g.dtype == w.dtype and g.shape == w.shape, what
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=0, equal_nan=True, msg=what)
+
+
 def test_tanh_is_exactly_one_past_saturation(backend):
     """lavapipe's ``tanh`` stayed 3 ulps short of +-1 (0.99999982) from 9.1 to infinity, where
     eager's is exactly +-1; ``1 - tanh**2`` (its gradient) was then 3.6e-7 instead of 0."""

@@ -1,6 +1,6 @@
 # RUN: %PYTHON %s | FileCheck %s
 # Reductions: full sum to a 0-d tensor, keepdim sums, mean, amax, argmax
-# (si64 result), var with a correction, and max(dim) with two results.
+# (si64 result), var with a correction (scaled, see below), and max(dim) with two results.
 # argmax and max(dim) are NaN-aware decompositions (lowering/decompositions.py):
 # the first NaN along the dim wins, else the first maximum, as on the CPU.
 import torch
@@ -20,7 +20,14 @@ emit([z.sum(), z.sum(1, keepdim=True), z.mean(0), z.amax(1), z.argmax(1), z.var(
 # CHECK: torch.aten.isnan %arg0
 # CHECK: torch.aten.where.self
 # CHECK: %[[ARGMAX:[0-9]+]] = torch.aten.rsub.Scalar {{.*}} -> !torch.vtensor<[3],si64>
-# CHECK: %[[VAR:[0-9]+]] = torch.aten.var.correction %arg0, {{.*}} -> !torch.vtensor<[3],f32>
+# var of float32: rows with a value past 2**40 are scaled by 2**-80 first and the result
+# scaled back, twice by 2**80 (lowering/decompositions.py _scaled_variance).
+# CHECK: torch.aten.abs %arg0
+# CHECK: torch.aten.gt.Scalar
+# CHECK: %[[SCALED:[0-9]+]] = torch.aten.mul.Tensor %arg0,
+# CHECK: %[[V:[0-9]+]] = torch.aten.var.correction %[[SCALED]], {{.*}} -> !torch.vtensor<[3],f32>
+# CHECK: %[[V1:[0-9]+]] = torch.aten.mul.Tensor %[[V]],
+# CHECK: %[[VAR:[0-9]+]] = torch.aten.mul.Tensor %[[V1]],
 # CHECK: %[[VALUES:[0-9]+]] = torch.aten.amax %arg0, {{.*}} -> !torch.vtensor<[3],f32>
 # CHECK: torch.aten.isnan %arg0
 # CHECK: %[[INDICES:[0-9]+]] = torch.aten.rsub.Scalar {{.*}} -> !torch.vtensor<[3],si64>
