@@ -152,7 +152,37 @@ def run_random(func: Any, p: Any, args: tuple, kwargs: dict) -> Any:
         return self
     if kind == "native_dropout":
         return _native_dropout(args, kwargs)
+    if kind.startswith("rrelu_with_noise"):
+        bound = _bind(func, args, kwargs)
+        if not bound.get("training", False):
+            return _rrelu_eval(kind, bound)
     return run_eagerly(func, args, kwargs, why="random")
+
+
+def _bind(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """``func``'s arguments by name, defaults included."""
+    bound = {}
+    for i, a in enumerate(func._schema.arguments):
+        if i < len(args):
+            bound[a.name] = args[i]
+        elif a.name in kwargs:
+            bound[a.name] = kwargs[a.name]
+        elif a.has_default_value():
+            bound[a.name] = a.default_value
+    return bound
+
+
+def _rrelu_eval(kind: str, bound: dict[str, Any]) -> Any:
+    """``F.rrelu`` in eval draws nothing: the CPU kernel is ``leaky_relu`` with the slope
+    ``(lower + upper) / 2``, and ``noise`` stays as it is. Recorded as that, so it compiles."""
+    x, noise = bound["self"], bound["noise"]
+    slope = (bound.get("lower", 0.125) + bound.get("upper", 1.0 / 3.0)) / 2
+    out = torch.ops.aten.leaky_relu.default(x, slope)
+    if kind == "rrelu_with_noise_":
+        return x.copy_(out)
+    if kind == "rrelu_with_noise_functional":
+        return out, noise.clone()
+    return out
 
 
 def _native_dropout(args: tuple, kwargs: dict) -> Any:

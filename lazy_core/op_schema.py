@@ -39,7 +39,7 @@ _CONSTANT_SCALAR_OPS = {"pow", "pow_", "float_power", "float_power_"}
 # leaky_relu_backward wrongly with a runtime slope, and lowering only
 # decomposes ops whose scalars are constants).
 _CONSTANT_SCALAR_OPS |= {
-    "leaky_relu", "leaky_relu_", "leaky_relu_backward",
+    "leaky_relu", "leaky_relu_", "leaky_relu_backward", "rrelu_with_noise_backward",
     "smooth_l1_loss", "smooth_l1_loss_backward", "huber_loss", "huber_loss_backward",
 }
 # A norm's order picks the algorithm: a runtime ``ord`` made torch-mlir emit the generic

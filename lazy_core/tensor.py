@@ -18,7 +18,17 @@ from typing import Any
 
 import torch
 
-from . import checks, config, cpu_results, fallback, host_eval, interop, metrics, source_location
+from . import (
+    checks,
+    config,
+    cpu_results,
+    fallback,
+    host_eval,
+    interop,
+    meta_kernels,
+    metrics,
+    source_location,
+)
 from . import registry as _registry
 from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
@@ -375,7 +385,7 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
     checked = _cpu_dtype_check(op, p, margs, mkwargs) if p.cpu_dtype_check else None
     with metrics.timed("shape_inference"):
         try:
-            result = op(*margs, **mkwargs)
+            result = meta_kernels.MISSING.get(op, op)(*margs, **mkwargs)
         except (NotImplementedError, RuntimeError, TypeError, ValueError, IndexError) as e:
             # IndexError too: a meta kernel's dim check is eager's ("Dimension out of
             # range"), not a reason to run the op eagerly.

@@ -24,9 +24,10 @@ from torch.fx import Node as FxNode
 
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
-from . import convolutions, embedding_bag, gathers, tanh, trig
+from . import convolutions, embedding_bag, gathers, quantized, tanh, trig
 from .elu import celu, elu
 from .erfinv import erfinv
+from .grid_sample import grid_sampler_2d_backward
 from .hyperbolic import acosh, asinh, atanh, sinh
 from .lerp import lerp, logaddexp, logaddexp2
 from .log1p_expm1 import expm1, log1p
@@ -445,6 +446,18 @@ DECOMPOSED_OPS = (
     # traced by a user is right; not investigated, so it stays eager.)
     aten.nansum.default,
     aten.index_add.default,
+    # Affine quantization (PT2E's ``quantized_decomposed`` ops, QAT's fake quantization): no
+    # torch-dialect op, so each ran eagerly and cut the graph; plain arithmetic
+    # (lowering/quantized.py). ``grid_sampler_2d`` (``F.grid_sample``, spatial transformers):
+    # no torch-dialect op either; PyTorch's decomposition (gathers of the corner pixels), and
+    # for its backward the gradient of that decomposition (lowering/grid_sample.py).
+    # ``rrelu_with_noise_backward`` failed to compile; PyTorch's decomposition
+    # (``grad * noise`` in training, leaky_relu's backward in eval).
+    *quantized.QUANTIZED_DECOMPOSED,
+    aten.fake_quantize_per_tensor_affine_cachemask.default,
+    aten.grid_sampler_2d.default,
+    aten.grid_sampler_2d_backward.default,
+    aten.rrelu_with_noise_backward.default,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -1352,6 +1365,15 @@ def _fmod(x: torch.Tensor, y: Any) -> torch.Tensor:
         return aten.fmod.Tensor(x.to(dtype), y)
 
 
+def _nested_fmod(x: torch.Tensor, y: Any) -> Any:
+    """``fmod`` inside another decomposition (``grid_sample``'s reflection padding): its
+    ``_ONLY_WHEN`` test, a floating result, made on the traced values; torch-mlir cannot lower a
+    float ``fmod.Scalar`` at all (the whole graph failed to compile)."""
+    if _result_dtype(x, y) in (torch.float32, torch.float64, *_HALF_FLOATS):
+        return _fmod(x, y)
+    return NotImplemented  # make_fx then records the op itself
+
+
 def _div_by_zero(x: torch.Tensor, other: Any) -> torch.Tensor:
     """``x / 0.0`` (or ``/ -0.0``, ``/ 0``) as ``x * inf`` (``* -inf``): equal in IEEE for every
     ``x`` (a nonzero one gives its signed infinity, 0 and NaN give NaN), and what Vulkan
@@ -1590,6 +1612,9 @@ def _table() -> dict[Any, Callable]:
     table[aten.as_strided.default] = gathers.as_strided
     table[aten.nansum.default] = _nansum
     table[aten.index_add.default] = _index_add
+    table.update(quantized.QUANTIZED_DECOMPOSED)
+    table[aten.fake_quantize_per_tensor_affine_cachemask.default] = quantized.fake_quantize_per_tensor_affine_cachemask
+    table[aten.grid_sampler_2d_backward.default] = grid_sampler_2d_backward
     table[aten.as_strided_scatter.default] = gathers.as_strided_scatter
     table[aten.im2col.default] = gathers.im2col
     table[aten.col2im.default] = gathers.col2im
@@ -1696,6 +1721,7 @@ def decomposition(op: Any) -> Callable | None:
         # Inside a decomposition, ops decomposed only in some forms stay whole
         # (embedding's backward makes an integer index_put).
         _NESTED = {k: v for k, v in _TABLE.items() if k not in _ONLY_WHEN}
+        _NESTED.update(dict.fromkeys((aten.fmod.Scalar, aten.fmod.Tensor), _nested_fmod))
     return _TABLE.get(op)
 
 
