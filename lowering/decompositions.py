@@ -384,7 +384,10 @@ DECOMPOSED_OPS = (
     aten.linalg_vector_norm.default,
     *_NORMS,
     # ``renorm(x, inf, dim, maxnorm)``: the same inf-norm inside torch-mlir's renorm lowering; with
-    # both dims dynamic lavapipe dropped a row's NaN and rescaled it (_ONLY_WHEN: an order of +-inf).
+    # both dims dynamic lavapipe dropped a row's NaN and rescaled it. ``renorm`` with a negative
+    # ``dim``: torch-mlir 20261001 normalizes the wrong slices (``renorm(x, 2, -1, 0.5)`` of a
+    # [3, 4, 5] tensor was 0.26 off eager on every compiled backend; found by the OpInfo sweep).
+    # _ONLY_WHEN: an order of +-inf or a negative dim; eager's kernel on ``linalg_vector_norm``.
     aten.renorm.default,
     # ``torch.std_mean`` has no torch-dialect op (``var_mean`` has): it ran eagerly and cut the graph.
     aten.std_mean.correction,
@@ -457,6 +460,10 @@ DECOMPOSED_OPS = (
     aten.fake_quantize_per_tensor_affine_cachemask.default,
     aten.grid_sampler_2d.default,
     aten.grid_sampler_2d_backward.default,
+    # ``max_unpool2d`` lost the values whose index lies past the windows' tiling (wrong values on
+    # every compiled backend; found by the OpInfo sweep); ``max_unpool3d`` did not compile. A
+    # scatter into zeros (lowering/gathers.py).
+    aten.max_unpool2d.default, aten.max_unpool3d.default,
     aten.rrelu_with_noise_backward.default,
 )
 
@@ -876,13 +883,16 @@ def _inf_norm(x: torch.Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = Fa
     return a.amax(dims, keepdim) if ord > 0 else a.amin(dims, keepdim)
 
 
-def _inf_renorm(x: torch.Tensor, p: Any, dim: int, maxnorm: Any) -> torch.Tensor:
-    """Eager's renorm kernel for an order of +-inf: each slice along ``dim`` whose inf-norm
-    exceeds ``maxnorm`` is scaled by ``maxnorm / (norm + 1e-7)``; the norm (an amax/amin of
-    ``abs``, in float32 for 16-bit floats) goes through ``_inf_norm`` like vector_norm's."""
+def _renorm(x: torch.Tensor, p: Any, dim: int, maxnorm: Any) -> torch.Tensor:
+    """Eager's renorm kernel: each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` is
+    scaled by ``maxnorm / (norm + 1e-7)``; the norm is taken in float32 for 16-bit floats, an
+    inf-norm (an amax/amin of ``abs``) through ``_inf_norm`` like vector_norm's."""
     acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     dims = [d for d in range(x.dim()) if d != dim % x.dim()]  # eager's checks ran: x.dim() >= 2
-    norm = _inf_norm(x, p, dims, True, dtype=acc)
+    if isinstance(p, int | float) and math.isinf(p):
+        norm = _inf_norm(x, p, dims, True, dtype=acc)
+    else:
+        norm = aten.linalg_vector_norm(x, p, dims, True, dtype=acc)
     factor = torch.where(norm > maxnorm, maxnorm / (norm + 1e-7), torch.ones_like(norm))
     return x * factor.to(x.dtype)
 
@@ -934,6 +944,11 @@ def _infinite_order(node: Node) -> bool:
     order = node.kwargs.get("ord", node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 2))
     return type(order) in (int, float) and math.isinf(order) and node.args[0].meta is not None \
         and node.args[0].meta.numel() > 0
+
+
+def _negative_dim(node: Node) -> bool:
+    dim = node.kwargs.get("dim", node.args[2] if len(node.args) > 2 else 0)
+    return isinstance(dim, int) and dim < 0
 
 
 def _relu(x: torch.Tensor) -> torch.Tensor:
@@ -1584,7 +1599,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.erf.default] = _erf
     table[aten.linalg_vector_norm.default] = _inf_norm
     table.update(dict.fromkeys(_NORMS, _inf_norm))
-    table[aten.renorm.default] = _inf_renorm
+    table[aten.renorm.default] = _renorm
     table[aten.std_mean.correction] = _std_mean
     table[aten.threshold.default] = _threshold
     table[aten.threshold_backward.default] = _threshold_backward
@@ -1611,6 +1626,7 @@ def _table() -> dict[Any, Callable]:
     table[aten._adaptive_avg_pool2d_backward.default] = adaptive_avg_pool2d_backward
     table[aten.as_strided.default] = gathers.as_strided
     table[aten.nansum.default] = _nansum
+    table[aten.max_unpool2d.default] = table[aten.max_unpool3d.default] = gathers.max_unpool
     table[aten.index_add.default] = _index_add
     table.update(quantized.QUANTIZED_DECOMPOSED)
     table[aten.fake_quantize_per_tensor_affine_cachemask.default] = quantized.fake_quantize_per_tensor_affine_cachemask
@@ -1684,7 +1700,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.erf.default: _floating_input,
     aten.linalg_vector_norm.default: _infinite_order,
     **dict.fromkeys(_NORMS, _infinite_order),
-    aten.renorm.default: _infinite_order,
+    aten.renorm.default: lambda node: _infinite_order(node) or _negative_dim(node),
     aten.threshold.default: _floating_input,
     aten.threshold_backward.default: _floating_input,
     aten.max_pool2d_with_indices.default: _floating_input,

@@ -127,3 +127,22 @@ def as_strided_scatter(x: torch.Tensor, src: torch.Tensor, size: list[int], stri
     refuses, as eager does, writes to a view that overlaps itself."""
     flat = x.reshape(-1).scatter(0, _addresses(x, size, stride, storage_offset), src.reshape(-1).to(x.dtype))
     return flat.reshape(x.shape)
+
+
+def max_unpool(x: torch.Tensor, indices: torch.Tensor, output_size: Any, *_stride_padding: Any) -> torch.Tensor:
+    """``max_unpool2d``/``max_unpool3d`` (``F.max_unpool1d`` too, through 2d): each plane of
+    zeros gets the input's values written at the flat positions ``indices`` hold, as eager's
+    kernel does (its stride and padding only check the sizes). torch-mlir 20261001 lowered the 2d
+    form assuming the windows tile the output: an index in the output's last row was dropped
+    (the OpInfo sweep's samples: 1 of 6 values and 2 of 36 lost), and the 3d form not at all.
+    The guard in lazy_core/checks.py makes every index address its plane."""
+    spatial = len(output_size)
+    batch = list(x.shape[: x.dim() - spatial])
+    plane = 1
+    for s in output_size:
+        plane *= int(s)
+    flat = x.reshape(*batch, -1)
+    out = torch.zeros(*batch, plane, dtype=x.dtype, device=x.device)
+    # A non-negative dim: torch-mlir 20261001's scatter lowering crashes the process on dim -1.
+    out = out.scatter(len(batch), indices.reshape(*batch, -1), flat)
+    return out.reshape(*batch, *[int(s) for s in output_size])

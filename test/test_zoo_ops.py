@@ -363,6 +363,17 @@ _ONCE_UNCOMPILED = {
         x, _fixed((2, 5, 4, 2), x.device) * 0.8, padding_mode="reflection", align_corners=True), (2, 3, 7, 9)),
     "rrelu_eval": (lambda x: torch.nn.functional.rrelu(x, 0.1, 0.4, training=False), (2, 3, 7, 9)),
     "fake_quantize": (lambda x: torch.fake_quantize_per_tensor_affine(x, 0.1, 3, -20, 20), (2, 3, 7, 9)),
+    # The OpInfo sweep (tools/opinfo_sweep.py): max_unpool2d dropped the values whose index lies in
+    # rows past the windows' tiling (wrong values on every compiled backend; the last row here),
+    # and max_unpool3d did not compile. Overlapping windows: repeated indices of one value.
+    "max_unpool1d": (lambda x: torch.nn.functional.max_unpool1d(
+        *torch.nn.functional.max_pool1d(x[0], 3, 2, return_indices=True), 3, 2, output_size=(9,)), (2, 3, 7, 9)),
+    "max_unpool2d": (lambda x: torch.nn.functional.max_unpool2d(
+        *torch.nn.functional.max_pool2d(x, 3, 2, return_indices=True), 3, 2, output_size=(7, 9)), (2, 3, 7, 9)),
+    # (max_pool3d's backward does not compile for iree-vulkan: its indices come from a detached input.)
+    "max_unpool3d": (lambda x: torch.nn.functional.max_unpool3d(
+        x[:, :, :4:2, :6:2, :8:2], torch.nn.functional.max_pool3d(x.detach(), 2, 2, return_indices=True)[1], 2, 2,
+        output_size=(5, 7, 9)), (2, 3, 5, 7, 9)),
 }
 
 
