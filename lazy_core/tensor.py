@@ -478,9 +478,28 @@ _PRODUCT_DIMS = {"aten::addmm": 2, "aten::addbmm": 2, "aten::addr": 2, "aten::ad
 
 
 def _bias_of_more_dims(op: Any, margs: tuple, mkwargs: dict) -> bool:
-    """An ``addmm``-like op whose ``self`` has more dims than its product."""
-    dims = _PRODUCT_DIMS.get(op._schema.name)
-    return dims is not None and bool(margs) and isinstance(margs[0], torch.Tensor) and margs[0].dim() > dims
+    """An ``addmm``-like op whose ``self`` has more dims than its product, or (``addmm``, ``addmv``:
+    their meta kernels return the bias's broadcast shape) does not expand to the product's
+    shape: ``F.linear(x[1, 4], w[1, 4], bias[4])`` raised only at the read (fuzz seed 4304)."""
+    name = op._schema.name
+    dims = _PRODUCT_DIMS.get(name)
+    if dims is None or not margs or not isinstance(margs[0], torch.Tensor):
+        return False
+    if margs[0].dim() > dims:
+        return True
+    a, b = (margs[1], margs[2]) if len(margs) > 2 else (None, None)
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return False
+    if name == "aten::addmm" and a.dim() == 2 and b.dim() == 2:
+        product = (a.shape[0], b.shape[1])
+    elif name == "aten::addmv" and a.dim() == 2:
+        product = (a.shape[0],)
+    else:
+        return False
+    try:
+        return tuple(torch.broadcast_shapes(margs[0].shape, product)) != product
+    except RuntimeError:
+        return True
 
 
 _MASK_INDEXED = ("aten::index_put", "aten::index_put_", "aten::_index_put_impl_")

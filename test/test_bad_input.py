@@ -458,6 +458,9 @@ _ARGUMENTS_REFUSED = {
     "masked_scatter with a uint8 mask": lambda x, w: x.masked_scatter((x > 0).to(torch.uint8), x),
     "masked_scatter_ with an int64 mask": lambda x, w: x.clone().masked_scatter_((x > 0).long(), x),
     "as_strided_scatter past the end": lambda x, w: torch.as_strided_scatter(x.flatten(), w[0, 0], (2, 2), (49, 1)),
+    # Fuzz seed 4304 p1465': addmm's and addmv's meta kernels return the bias's broadcast shape.
+    "linear with a bias wider than its output": lambda x, w: F.linear(x[0, 0, :1], x[0, 0, :1], x[0, 0, 0, :4]),
+    "addmv with a bias longer than its output": lambda x, w: torch.addmv(x[0, 0, 0], x[0, 0, :3], x[0, 0, 1]),
 }
 
 
@@ -466,7 +469,8 @@ def test_arguments_the_cpu_kernel_refuses_raise_at_the_call_like_eager(backend_n
     """OpInfo's error inputs run on iree-cpu: ``conv2d(dilation=-1)``, ``conv_transpose2d``
     with a stride of 0, a negative padding or too large an output padding returned values;
     ``conv1d(dilation=0)``, ``bucketize`` with 2-d boundaries, ``masked_scatter`` with a uint8
-    mask and an ``as_strided_scatter`` past the end raised only at the read. Their meta kernels
+    mask, an ``as_strided_scatter`` past the end and ``F.linear``/``addmv`` with a bias that does
+    not expand to the product (fuzz seed 4304) raised only at the read. Their meta kernels
     compute a shape where ATen's checks refuse; lazy_core asks the CPU kernel when an argument
     is one of those (``tensor._CPU_CHECK_WHEN``), so eager's error comes at the call."""
     use_backend(backend_name)
