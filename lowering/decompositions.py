@@ -88,6 +88,11 @@ _NORMS = (aten.norm.Scalar, aten.norm.ScalarOpt_dim, aten.norm.ScalarOpt_dtype, 
 
 _EMBEDDING_BAGS = (aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
 
+
+_NEAREST_EXACT = (torch.ops.aten._upsample_nearest_exact1d.default, torch.ops.aten._upsample_nearest_exact1d.vec,
+                  torch.ops.aten._upsample_nearest_exact2d.default, torch.ops.aten._upsample_nearest_exact2d.vec,
+                  torch.ops.aten._upsample_nearest_exact3d.default, torch.ops.aten._upsample_nearest_exact3d.vec)
+
 DECOMPOSED_OPS = (
     # Nearest upsampling: torch-mlir 20261001 lowers ``upsample_nearest2d`` with
     # an integer scale (the ratio rounded up), so a non-integer one picked the
@@ -444,9 +449,7 @@ DECOMPOSED_OPS = (
     aten.as_strided_scatter.default,
     # ``nansum`` and ``index_add``: no lowering in torch-mlir 20261001, so every graph holding one
     # was cut around an eager call (torch-mlir imports index_add, so its decomposition takes every
-    # form). A sum of the NaN-zeroed value; a scatter-add of ``alpha * source``. (``sinc`` written
-    # as ``sin(pi x) / (pi x)`` here gave -2e22 at x = -1e-30 on IREE, though the same expression
-    # traced by a user is right; not investigated, so it stays eager.)
+    # form). A sum of the NaN-zeroed value; a scatter-add of ``alpha * source``.
     aten.nansum.default,
     aten.index_add.default,
     # Affine quantization (PT2E's ``quantized_decomposed`` ops, QAT's fake quantization): no
@@ -465,6 +468,18 @@ DECOMPOSED_OPS = (
     # scatter into zeros (lowering/gathers.py).
     aten.max_unpool2d.default, aten.max_unpool3d.default,
     aten.rrelu_with_noise_backward.default,
+    # No torch-dialect op, so each ran eagerly and cut its graph (the OpInfo sweep, float32, on
+    # reference and iree-cpu; tools/opinfo_sweep.py). PyTorch's decompositions, each checked there
+    # on both backends: data movement (``block_diag``, ``_chunk_cat``, ``narrow_copy``,
+    # ``index_copy``), ``dist`` (a finite order: _ONLY_WHEN), ``vdot``, ``special.entr``/``xlog1py``, ``sinc`` (its ``sin`` through lowering/trig.py, below),
+    # bicubic, trilinear and nearest-exact interpolation. (Not ``multilabel_margin_loss``: PyTorch's
+    # decomposition is itself wrong where a target row has labels after index 0: 0.58 for eager's
+    # 0.33, 5.34 for 0 with a row of -1 first.)
+    aten.block_diag.default, aten._chunk_cat.default, aten.narrow_copy.default, aten.index_copy.default,
+    aten.dist.default, aten.vdot.default, aten.special_entr.default, aten.special_xlog1py.default, aten.sinc.default,
+    aten.upsample_bicubic2d.default, aten.upsample_bicubic2d.vec,
+    aten.upsample_trilinear3d.default, aten.upsample_trilinear3d.vec,
+    *_NEAREST_EXACT,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -1389,6 +1404,16 @@ def _nested_fmod(x: torch.Tensor, y: Any) -> Any:
     return NotImplemented  # make_fx then records the op itself
 
 
+def _nested_trig(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], Any]:
+    """``sin``/``cos``/``tan``/``atan`` inside another decomposition, with their ``_ONLY_WHEN``
+    test (``_reduced_trig``) made on the traced value: IREE's own float32 ``sin`` of -3.1e-30 is
+    6.2e-8, so ``sinc(-1e-30)`` (``sin(pi x) / (pi x)``) was -2e22 where eager gives 1."""
+    def nested(x: torch.Tensor) -> Any:
+        dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+        return fn(x) if trig.reduced_dtype(dtype) else NotImplemented
+    return nested
+
+
 def _div_by_zero(x: torch.Tensor, other: Any) -> torch.Tensor:
     """``x / 0.0`` (or ``/ -0.0``, ``/ 0``) as ``x * inf`` (``* -inf``): equal in IEEE for every
     ``x`` (a nonzero one gives its signed infinity, 0 and NaN give NaN), and what Vulkan
@@ -1626,6 +1651,8 @@ def _table() -> dict[Any, Callable]:
     table[aten._adaptive_avg_pool2d_backward.default] = adaptive_avg_pool2d_backward
     table[aten.as_strided.default] = gathers.as_strided
     table[aten.nansum.default] = _nansum
+    # PyTorch's decomposition calls ``aten.norm``, which torch-mlir computes as inf for p = 0.
+    table[aten.dist.default] = lambda x, y, p=2: aten.linalg_vector_norm(x - y, p)
     table[aten.max_unpool2d.default] = table[aten.max_unpool3d.default] = gathers.max_unpool
     table[aten.index_add.default] = _index_add
     table.update(quantized.QUANTIZED_DECOMPOSED)
@@ -1724,6 +1751,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._embedding_bag_per_sample_weights_backward.default: _plain_embedding_bag,
     **dict.fromkeys(_MEDIANS, _nonempty_median),
     aten.kthvalue.default: _kthvalue_in_range,
+    # dist's order +-inf would reach torch-mlir's own inf-norm (see linalg_vector_norm above).
+    aten.dist.default: lambda node: not math.isinf(node.kwargs.get("p", node.args[2] if len(node.args) > 2 else 2)),
 }
 
 
@@ -1738,6 +1767,8 @@ def decomposition(op: Any) -> Callable | None:
         # (embedding's backward makes an integer index_put).
         _NESTED = {k: v for k, v in _TABLE.items() if k not in _ONLY_WHEN}
         _NESTED.update(dict.fromkeys((aten.fmod.Scalar, aten.fmod.Tensor), _nested_fmod))
+        _NESTED.update({op: _nested_trig(_TABLE[op]) for op in (aten.sin.default, aten.cos.default,
+                                                                 aten.tan.default, aten.atan.default)})
     return _TABLE.get(op)
 
 
