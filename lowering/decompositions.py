@@ -24,10 +24,9 @@ from torch.fx import Node as FxNode
 
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
-from . import convolutions, embedding_bag, gathers, quantized, tanh, trig
+from . import convolutions, embedding_bag, gathers, quantized, tanh, trig, vjp
 from .elu import celu, elu
 from .erfinv import erfinv
-from .grid_sample import grid_sampler_2d_backward
 from .hyperbolic import acosh, asinh, atanh, sinh
 from .lerp import lerp, logaddexp, logaddexp2
 from .log1p_expm1 import expm1, log1p
@@ -456,7 +455,7 @@ DECOMPOSED_OPS = (
     # torch-dialect op, so each ran eagerly and cut the graph; plain arithmetic
     # (lowering/quantized.py). ``grid_sampler_2d`` (``F.grid_sample``, spatial transformers):
     # no torch-dialect op either; PyTorch's decomposition (gathers of the corner pixels), and
-    # for its backward the gradient of that decomposition (lowering/grid_sample.py).
+    # for its backward the gradient of that decomposition (lowering/vjp.py).
     # ``rrelu_with_noise_backward`` failed to compile; PyTorch's decomposition
     # (``grad * noise`` in training, leaky_relu's backward in eval).
     *quantized.QUANTIZED_DECOMPOSED,
@@ -480,6 +479,9 @@ DECOMPOSED_OPS = (
     aten.upsample_bicubic2d.default, aten.upsample_bicubic2d.vec,
     aten.upsample_trilinear3d.default, aten.upsample_trilinear3d.vec,
     *_NEAREST_EXACT,
+    # Their backwards (and grid_sample's): no decomposition in PyTorch; the vjp of the forward's
+    # (lowering/vjp.py).
+    *vjp.INTERPOLATION_BACKWARDS,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -1657,7 +1659,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.index_add.default] = _index_add
     table.update(quantized.QUANTIZED_DECOMPOSED)
     table[aten.fake_quantize_per_tensor_affine_cachemask.default] = quantized.fake_quantize_per_tensor_affine_cachemask
-    table[aten.grid_sampler_2d_backward.default] = grid_sampler_2d_backward
+    table[aten.grid_sampler_2d_backward.default] = vjp.grid_sampler_2d_backward
+    table.update(vjp.INTERPOLATION_BACKWARDS)
     table[aten.as_strided_scatter.default] = gathers.as_strided_scatter
     table[aten.im2col.default] = gathers.im2col
     table[aten.col2im.default] = gathers.col2im

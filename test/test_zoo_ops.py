@@ -370,6 +370,17 @@ _ONCE_UNCOMPILED = {
         *torch.nn.functional.max_pool1d(x[0], 3, 2, return_indices=True), 3, 2, output_size=(9,)), (2, 3, 7, 9)),
     "max_unpool2d": (lambda x: torch.nn.functional.max_unpool2d(
         *torch.nn.functional.max_pool2d(x, 3, 2, return_indices=True), 3, 2, output_size=(7, 9)), (2, 3, 7, 9)),
+    # The OpInfo sweep: no torch-dialect op for bicubic, trilinear and nearest-exact interpolation
+    # nor for their backwards (lowering/vjp.py).
+    "interpolate_bicubic": (lambda x: torch.nn.functional.interpolate(x, size=(5, 11), mode="bicubic"), (2, 3, 7, 9)),
+    "interpolate_bicubic_align_corners": (lambda x: torch.nn.functional.interpolate(
+        x, scale_factor=1.5, mode="bicubic", align_corners=True), (2, 3, 7, 9)),
+    "interpolate_trilinear": (lambda x: torch.nn.functional.interpolate(x, size=(4, 3, 7), mode="trilinear"),
+                              (1, 2, 3, 4, 5)),
+    "interpolate_nearest_exact": (lambda x: torch.nn.functional.interpolate(x, size=(5, 11), mode="nearest-exact"),
+                                  (2, 3, 7, 9)),
+    "interpolate_nearest_exact_1d": (lambda x: torch.nn.functional.interpolate(x[0], size=13, mode="nearest-exact"),
+                                     (2, 3, 7, 9)),
     # (max_pool3d's backward does not compile for iree-vulkan: its indices come from a detached input.)
     "max_unpool3d": (lambda x: torch.nn.functional.max_unpool3d(
         x[:, :, :4:2, :6:2, :8:2], torch.nn.functional.max_pool3d(x.detach(), 2, 2, return_indices=True)[1], 2, 2,
