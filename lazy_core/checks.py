@@ -192,12 +192,14 @@ def _meta_of(x: Any) -> Any:
 
 
 def _safe_index(
-    idx: Any, lo: int, n: int, site: _Site, ignore: int | None = None
+    idx: Any, lo: int, n: int, site: _Site, ignore: int | None = None, first_only: bool = False
 ) -> Any:
     """``idx`` with out-of-range entries replaced by 0, and a recorded check.
 
     Valid entries lie in ``[lo, n)`` (``lo`` is ``-n`` where negative indices
-    wrap); ``ignore`` (``nll_loss``'s ``ignore_index``) is valid too.
+    wrap); ``ignore`` (``nll_loss``'s ``ignore_index``) is valid too. With
+    ``first_only`` only the first entry raises (the kernel reads no other),
+    though every entry is made safe.
     """
     if idx is None:
         return idx
@@ -206,7 +208,7 @@ def _safe_index(
             bad = (idx < lo) | (idx >= n)
             if ignore is not None:
                 bad &= idx != ignore
-            if bool(bad.any()):
+            if bool((bad.flatten()[:1] if first_only else bad).any()):
                 raise site.exc(site.message)
         return idx
     value = _value(idx)
@@ -218,7 +220,7 @@ def _safe_index(
     acc = _acc()
     # One check per index value and bound: a backward op (embedding_dense_backward,
     # nll_loss_backward) reuses its forward's safe index.
-    key = (id(value.node), value.index, lo, n, ignore)
+    key = (id(value.node), value.index, lo, n, ignore, first_only)
     hit = _state.memo.get(key)
     if hit is not None and hit[0] is value.node:
         return hit[1]
@@ -227,7 +229,10 @@ def _safe_index(
     bad = _op(aten.logical_or.default, (_op(aten.lt.Scalar, (value, lo), loc), _op(aten.ge.Scalar, (value, n), loc)), loc)
     if ignore is not None:
         bad = _op(aten.logical_and.default, (bad, _op(aten.ne.Scalar, (value, ignore), loc)), loc)
-    _fold(_op(aten.any.default, (bad,), loc), site)
+    raised = bad
+    if first_only:
+        raised = _op(aten.slice.Tensor, (_op(aten.view.default, (bad, [-1]), loc), 0, 0, 1), loc)
+    _fold(_op(aten.any.default, (raised,), loc), site)
     safe = _op(aten.masked_fill.Scalar, (value, bad, 0), loc)
     _state.memo[key] = (value.node, safe)
     return safe
@@ -318,10 +323,13 @@ def _guard_embedding_bag_backward(b: _Bound, op: str, loc: Any) -> None:
 
 
 def _guard_nll(b: _Bound, op: str, loc: Any) -> None:
+    """For a 1-d input (one sample) the CPU kernel reads ``target[0]`` only: a longer target's
+    other entries raise nothing in eager (torch-mlir's ``NllLossModuleBackward1D*``)."""
     self = b.get("self")
     n = self.shape[1] if self.dim() >= 2 else self.shape[0]
     site = _Site(IndexError, "Target is out of bounds.", op, loc)
-    b.set("target", _safe_index(b.get("target"), 0, n, site, ignore=b.get("ignore_index")))
+    b.set("target", _safe_index(b.get("target"), 0, n, site, ignore=b.get("ignore_index"),
+                                first_only=self.dim() == 1))
 
 
 def _guard_indices_list(b: _Bound, op: str, loc: Any) -> None:

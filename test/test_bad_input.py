@@ -207,6 +207,26 @@ def test_bad_indices_and_divisors_raise_like_eager(backend_name: str) -> None:
     assert rows[-1] == {"case": "train_after", "same": True}
 
 
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_nll_loss_backward_of_one_sample_checks_its_first_target_only(backend_name: str) -> None:
+    """For a 1-d input (one sample) eager's ``nll_loss_backward`` reads ``target[0]`` only, so
+    the other entries of a longer target raise nothing; lazy's index check raised for any
+    (torch-mlir's e2e ``NllLossModuleBackward1D*``, the suite's only two such errors). The
+    first entry is still checked, and every entry is made safe for the compiled code."""
+    use_backend(backend_name)
+    grad, x, w, total = torch.tensor(0.5), torch.randn(3), torch.tensor([1.0, 2.0, 3.0]), torch.tensor(2.0)
+
+    def backward(t: torch.Tensor, d: str) -> torch.Tensor:
+        return torch.ops.aten.nll_loss_backward(grad.to(d), x.to(d), t.to(d), w.to(d), 1, -100, total.to(d))
+
+    for target in (torch.tensor([1, 7, -5]), torch.tensor([2, 1, 1]), torch.tensor([-100, 9, 0])):
+        torch.testing.assert_close(backward(target, "lazy").cpu(), backward(target, "cpu"))
+    with pytest.raises(IndexError, match="out of bounds"):
+        backward(torch.tensor([5, 1, 1]), "cpu")
+    with pytest.raises(IndexError, match="out of bounds"):
+        backward(torch.tensor([5, 1, 1]), "lazy").cpu()
+
+
 @pytest.mark.parametrize("backend_name", [b for b in requested_backends() if b != "eager"])
 def test_complex_and_fft_run_eagerly_never_abort(backend_name: str) -> None:
     rows = _child(_COMPLEX_CHILD, backend_name)
