@@ -92,6 +92,24 @@ _NEAREST_EXACT = (torch.ops.aten._upsample_nearest_exact1d.default, torch.ops.at
                   torch.ops.aten._upsample_nearest_exact2d.default, torch.ops.aten._upsample_nearest_exact2d.vec,
                   torch.ops.aten._upsample_nearest_exact3d.default, torch.ops.aten._upsample_nearest_exact3d.vec)
 
+#: ``*_copy`` op -> its view op (the same value: the IR has no aliasing).
+_VIEW_COPIES = {
+    aten.alias_copy.default: aten.alias.default,
+    aten.expand_copy.default: aten.expand.default,
+    aten.permute_copy.default: aten.permute.default,
+    aten.squeeze_copy.default: aten.squeeze.default,
+    aten.squeeze_copy.dim: aten.squeeze.dim,
+    aten.squeeze_copy.dims: aten.squeeze.dims,
+    aten.t_copy.default: aten.t.default,
+    aten.transpose_copy.int: aten.transpose.int,
+    aten.unfold_copy.default: aten.unfold.default,
+    aten.unsqueeze_copy.default: aten.unsqueeze.default,
+    aten.view_copy.default: aten.view.default,
+    aten.split_with_sizes_copy.default: aten.split_with_sizes.default,
+    aten.as_strided_copy.default: aten.as_strided.default,
+    aten.detach_copy.default: aten.detach.default,
+}
+
 DECOMPOSED_OPS = (
     # Nearest upsampling: torch-mlir 20261001 lowers ``upsample_nearest2d`` with
     # an integer scale (the ratio rounded up), so a non-integer one picked the
@@ -486,6 +504,11 @@ DECOMPOSED_OPS = (
     # left unflattened): torch-mlir leaves ``nll_loss2d_forward`` unlegalized (the OpInfo sweep),
     # so every such step failed to compile. The 2-d loss over the flattened positions.
     aten.nll_loss2d_forward.default, aten.nll_loss2d_backward.default,
+    # ``view_copy``, ``t_copy``, ``permute_copy`` ... (what functionalization and ``torch.export``
+    # emit for views): torch-mlir leaves their constants unlegalized, so each failed to compile
+    # (the OpInfo sweep: 13 ops). A value is a value here: each is its view op. (Not ``unbind_copy``:
+    # its selects failed on the reference backend.)
+    *_VIEW_COPIES,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -1657,6 +1680,7 @@ def _table() -> dict[Any, Callable]:
     table[aten._adaptive_avg_pool2d_backward.default] = adaptive_avg_pool2d_backward
     table[aten.as_strided.default] = gathers.as_strided
     table[aten.nansum.default] = _nansum
+    table.update({copy: _view_copy(view) for copy, view in _VIEW_COPIES.items()})
     table[aten.nll_loss2d_forward.default] = _nll_loss2d_forward
     table[aten.nll_loss2d_backward.default] = _nll_loss2d_backward
     # PyTorch's decomposition calls ``aten.norm``, which torch-mlir computes as inf for p = 0.
@@ -2168,3 +2192,11 @@ def _nll_loss2d_backward(grad: torch.Tensor, x: torch.Tensor, target: torch.Tens
                                   target.reshape(-1), weight, reduction, ignore_index, total_weight)
     moved = [x.shape[0], *x.shape[2:], x.shape[1]]
     return flat.reshape(moved).movedim(-1, 1)
+
+
+def _view_copy(view: Any) -> Callable[..., Any]:
+    def copy(*args: Any, **kwargs: Any) -> Any:
+        out = view(*args, **kwargs)
+        # A list (split, unbind) is returned as a tuple: inline() reads a traced tuple as results.
+        return tuple(out) if isinstance(out, list) else out
+    return copy

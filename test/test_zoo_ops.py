@@ -510,6 +510,13 @@ def _opinfo_sweep_forms() -> dict[str, object]:
         "interpolate trilinear": lambda d: torch.nn.functional.interpolate(vol.to(d), size=(4, 3, 7), mode="trilinear"),
         "interpolate nearest-exact": lambda d: torch.nn.functional.interpolate(img.to(d), size=(7, 4),
                                                                               mode="nearest-exact"),
+        "view copies": lambda d: torch.cat([
+            torch.view_copy(x.to(d), [4, 3]).flatten(), torch.t_copy(x.to(d)).flatten(),
+            torch.permute_copy(img.to(d), [3, 1, 0, 2]).flatten(), torch.expand_copy(x[:1].to(d), [2, 4]).flatten(),
+            torch.transpose_copy(img.to(d), 1, -1).flatten(), torch.unsqueeze_copy(x.to(d), -1).flatten(),
+            torch.squeeze_copy(x[:1].to(d), 0), torch.unfold_copy(x.to(d), 1, 2, 1).flatten(),
+            torch.alias_copy(x.to(d)).flatten(), torch.as_strided_copy(x.to(d), [2, 2], [1, 4], 1).flatten(),
+            *[t.flatten() for t in torch.split_with_sizes_copy(x.to(d), [1, 3], 1)]]),
     }
 
 
