@@ -21,6 +21,7 @@ from . import registry as _registry
 from . import tensor as _t
 from .executor import executor
 from .overlap import check_no_partial_overlap
+from .views import bind_after_self
 
 aten = torch.ops.aten
 
@@ -153,23 +154,10 @@ def run_random(func: Any, p: Any, args: tuple, kwargs: dict) -> Any:
     if kind == "native_dropout":
         return _native_dropout(args, kwargs)
     if kind.startswith("rrelu_with_noise"):
-        bound = _bind(func, args, kwargs)
+        bound = {"self": args[0], **bind_after_self(func, args[1:], kwargs)}
         if not bound.get("training", False):
             return _rrelu_eval(kind, bound)
     return run_eagerly(func, args, kwargs, why="random")
-
-
-def _bind(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
-    """``func``'s arguments by name, defaults included."""
-    bound = {}
-    for i, a in enumerate(func._schema.arguments):
-        if i < len(args):
-            bound[a.name] = args[i]
-        elif a.name in kwargs:
-            bound[a.name] = kwargs[a.name]
-        elif a.has_default_value():
-            bound[a.name] = a.default_value
-    return bound
 
 
 def _rrelu_eval(kind: str, bound: dict[str, Any]) -> Any:

@@ -81,7 +81,7 @@ class ViewStep:
     def invert(self, record: Recorder, below: Output, updated: Output) -> Output:
         """The new value below this step after the view's value became ``updated``."""
         kind = self.kind
-        args = _bind(self.op, self.rest, self.kwargs)
+        args = bind_after_self(self.op, self.rest, self.kwargs)
         if kind in _IDENTITY:
             return updated
         if kind in _RESHAPES:
@@ -195,7 +195,7 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _bind(op: Any, rest: tuple, kwargs: dict) -> dict[str, Any]:
+def bind_after_self(op: Any, rest: tuple, kwargs: dict) -> dict[str, Any]:
     """Name the arguments after ``self`` (defaults filled in)."""
     out: dict[str, Any] = {}
     schema_args = op._schema.arguments[1:]
@@ -212,7 +212,7 @@ def _bind(op: Any, rest: tuple, kwargs: dict) -> dict[str, Any]:
 def split_views(op: Any, rest: tuple, kwargs: dict, in_shape: tuple[int, ...]) -> list[ViewStep] | None:
     """Multi-output views (split, unbind, ...) as one single-output step per result."""
     kind = op._schema.name.split("::")[-1]
-    args = _bind(op, rest, kwargs)
+    args = bind_after_self(op, rest, kwargs)
     dim = args.get("dim", 0) % max(len(in_shape), 1)
     size = in_shape[dim] if in_shape else 0
     if kind in ("split", "unsafe_split"):
