@@ -92,7 +92,9 @@ _NEAREST_EXACT = (torch.ops.aten._upsample_nearest_exact1d.default, torch.ops.at
                   torch.ops.aten._upsample_nearest_exact2d.default, torch.ops.aten._upsample_nearest_exact2d.vec,
                   torch.ops.aten._upsample_nearest_exact3d.default, torch.ops.aten._upsample_nearest_exact3d.vec)
 
-#: ``*_copy`` op -> its view op (the same value: the IR has no aliasing).
+#: ``*_copy`` op -> its view op (the same value: the IR has no aliasing). Not ``as_strided_copy``:
+#: it addresses its input's storage, which a value of the IR does not have (lazy_core/strided.py
+#: handles ``as_strided`` itself); of a transposed input it picked other elements.
 _VIEW_COPIES = {
     aten.alias_copy.default: aten.alias.default,
     aten.expand_copy.default: aten.expand.default,
@@ -106,7 +108,6 @@ _VIEW_COPIES = {
     aten.unsqueeze_copy.default: aten.unsqueeze.default,
     aten.view_copy.default: aten.view.default,
     aten.split_with_sizes_copy.default: aten.split_with_sizes.default,
-    aten.as_strided_copy.default: aten.as_strided.default,
     aten.detach_copy.default: aten.detach.default,
 }
 
@@ -488,8 +489,8 @@ DECOMPOSED_OPS = (
     # No torch-dialect op, so each ran eagerly and cut its graph (the OpInfo sweep, float32, on
     # reference and iree-cpu; tools/opinfo_sweep.py). PyTorch's decompositions, each checked there
     # on both backends: data movement (``block_diag``, ``_chunk_cat``, ``narrow_copy``,
-    # ``index_copy``), ``dist`` (a finite order: _ONLY_WHEN), ``vdot``, ``special.entr``/``xlog1py``, ``sinc`` (its ``sin`` through lowering/trig.py, below),
-    # bicubic, trilinear and nearest-exact interpolation. (Not ``multilabel_margin_loss``: PyTorch's
+    # ``index_copy``), ``dist`` (a finite order: _ONLY_WHEN), ``vdot``, ``special.entr``/``xlog1py``,
+    # ``sinc`` (its ``sin`` through lowering/trig.py, below), bicubic, trilinear and nearest-exact interpolation. (Not ``multilabel_margin_loss``: PyTorch's
     # decomposition is itself wrong where a target row has labels after index 0: 0.58 for eager's
     # 0.33, 5.34 for 0 with a row of -1 first.)
     aten.block_diag.default, aten._chunk_cat.default, aten.narrow_copy.default, aten.index_copy.default,
@@ -506,8 +507,8 @@ DECOMPOSED_OPS = (
     aten.nll_loss2d_forward.default, aten.nll_loss2d_backward.default,
     # ``view_copy``, ``t_copy``, ``permute_copy`` ... (what functionalization and ``torch.export``
     # emit for views): torch-mlir leaves their constants unlegalized, so each failed to compile
-    # (the OpInfo sweep: 13 ops). A value is a value here: each is its view op. (Not ``unbind_copy``:
-    # its selects failed on the reference backend.)
+    # (the OpInfo sweep: 12 ops). A value is a value here: each is its view op. (Not ``unbind_copy``:
+    # its selects failed on the reference backend; not ``as_strided_copy``, above.)
     *_VIEW_COPIES,
 )
 
@@ -2179,7 +2180,9 @@ def _nll_loss2d_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Ten
                         ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``nll_loss2d_forward`` as ``nll_loss_forward`` of every position (the same sum of the
     weighted picked values, and the same total weight for the mean); ``none`` keeps [N, d1, ...].
-    16-bit floats sum in float32, as the CPU kernel does (in float16 a sum of 1,024 was 0.4% off)."""
+    16-bit floats sum in float32, as the 2-d loss does (lowering/half_accumulation.py); summed in
+    float16, 1,024 terms were 0.4% off. Eager's float16 kernel rounds otherwise: 0.25% apart there,
+    the exact sum between the two."""
     wide = torch.float32 if x.dtype in _HALF_FLOATS else x.dtype
     out, total = aten.nll_loss_forward(_positions_first(x).to(wide), target.reshape(-1),
                                        None if weight is None else weight.to(wide), reduction, ignore_index)

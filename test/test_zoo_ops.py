@@ -515,7 +515,7 @@ def _opinfo_sweep_forms() -> dict[str, object]:
             torch.permute_copy(img.to(d), [3, 1, 0, 2]).flatten(), torch.expand_copy(x[:1].to(d), [2, 4]).flatten(),
             torch.transpose_copy(img.to(d), 1, -1).flatten(), torch.unsqueeze_copy(x.to(d), -1).flatten(),
             torch.squeeze_copy(x[:1].to(d), 0), torch.unfold_copy(x.to(d), 1, 2, 1).flatten(),
-            torch.alias_copy(x.to(d)).flatten(), torch.as_strided_copy(x.to(d), [2, 2], [1, 4], 1).flatten(),
+            torch.alias_copy(x.to(d)).flatten(),
             *[t.flatten() for t in torch.split_with_sizes_copy(x.to(d), [1, 3], 1)]]),
     }
 
@@ -536,6 +536,21 @@ def test_ops_the_opinfo_sweep_ran_eagerly_compile(name: str) -> None:
     for what, form in forms.items():
         torch.testing.assert_close(lazy[what].cpu(), form("cpu"), equal_nan=True, msg=what)
     assert not _fallbacks(), _fallbacks()
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_as_strided_copy_of_a_view_reads_its_storage(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``as_strided_copy`` addresses its input's storage, like ``as_strided``: decomposed into the
+    view op like the other ``*_copy`` ops, it read the transposed value's logical order instead
+    (caught in review, before it landed). It is not decomposed; whether it compiles or runs
+    eagerly, its value is eager's."""
+    use_backend(name)
+    monkeypatch.setenv("LAZY_STRICT", "0")
+    x = torch.arange(12.0).reshape(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = torch.as_strided_copy(x.to("lazy").t(), [2, 2], [1, 4], 1).cpu()
+    assert torch.equal(got, torch.as_strided_copy(x.t(), [2, 2], [1, 4], 1)), got
 
 
 @pytest.mark.parametrize("name", requested_backends())
