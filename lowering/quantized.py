@@ -64,7 +64,8 @@ def fake_quantize_per_tensor_affine_cachemask(
     ``half * float`` to float), float64 for a float64 input's product; every result is rounded
     to float32 first (measured: a float64 ``5 * 0.3f`` is 1.5, not 1.5000000596)."""
     scale32 = _float32(scale)
-    inv_scale = _float32(1.0 / scale32)  # division rounded once: exactly 1.0f / scale
+    # The division rounded once is exactly C++'s 1.0f / scale (a zero scale: its signed infinity).
+    inv_scale = _float32(1.0 / scale32) if scale32 else math.copysign(math.inf, scale32)
     wide = x if x.dtype == torch.float64 else x.to(torch.float32)
     q = torch.round(wide * inv_scale) + float(zero_point)
     mask = (q >= quant_min) & (q <= quant_max)
