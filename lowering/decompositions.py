@@ -489,7 +489,7 @@ DECOMPOSED_OPS = (
     # No torch-dialect op, so each ran eagerly and cut its graph (the OpInfo sweep, float32, on
     # reference and iree-cpu; tools/opinfo_sweep.py). PyTorch's decompositions, each checked there
     # on both backends: data movement (``block_diag``, ``_chunk_cat``, ``narrow_copy``,
-    # ``index_copy``), ``dist`` (a finite order: _ONLY_WHEN), ``vdot``, ``special.entr``/``xlog1py``,
+    # ``index_copy``), ``dist``, ``vdot``, ``special.entr``/``xlog1py``,
     # ``sinc`` (its ``sin`` through lowering/trig.py, below), bicubic, trilinear and nearest-exact interpolation. (Not ``multilabel_margin_loss``: PyTorch's
     # decomposition is itself wrong where a target row has labels after index 0: 0.58 for eager's
     # 0.33, 5.34 for 0 with a row of -1 first.)
@@ -989,6 +989,17 @@ def _infinite_order(node: Node) -> bool:
     order = node.kwargs.get("ord", node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 2))
     return type(order) in (int, float) and math.isinf(order) and node.args[0].meta is not None \
         and node.args[0].meta.numel() > 0
+
+
+def _dist(x: torch.Tensor, y: Any, p: Any = 2) -> torch.Tensor:
+    """``dist``: the norm of ``x - y``. Not PyTorch's decomposition: it calls ``aten.norm``, which
+    torch-mlir computes as inf for p = 0. An order of +-inf takes ``_inf_norm`` (the NaN-keeping
+    amax/amin of ``abs``), like ``vector_norm``'s; ``dist`` has no torch-dialect op, so every
+    order must be decomposed (a ``dist(x, y, inf)`` left whole failed to compile)."""
+    diff = x - y
+    if isinstance(p, int | float) and math.isinf(p):
+        return _inf_norm(diff, p)
+    return aten.linalg_vector_norm(diff, p)
 
 
 def _negative_dim(node: Node) -> bool:
@@ -1684,8 +1695,7 @@ def _table() -> dict[Any, Callable]:
     table.update({copy: _view_copy(view) for copy, view in _VIEW_COPIES.items()})
     table[aten.nll_loss2d_forward.default] = _nll_loss2d_forward
     table[aten.nll_loss2d_backward.default] = _nll_loss2d_backward
-    # PyTorch's decomposition calls ``aten.norm``, which torch-mlir computes as inf for p = 0.
-    table[aten.dist.default] = lambda x, y, p=2: aten.linalg_vector_norm(x - y, p)
+    table[aten.dist.default] = _dist
     table[aten.max_unpool2d.default] = table[aten.max_unpool3d.default] = gathers.max_unpool
     table[aten.index_add.default] = _index_add
     table.update(quantized.QUANTIZED_DECOMPOSED)
@@ -1785,8 +1795,6 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._embedding_bag_per_sample_weights_backward.default: _plain_embedding_bag,
     **dict.fromkeys(_MEDIANS, _nonempty_median),
     aten.kthvalue.default: _kthvalue_in_range,
-    # dist's order +-inf would reach torch-mlir's own inf-norm (see linalg_vector_norm above).
-    aten.dist.default: lambda node: not math.isinf(node.kwargs.get("p", node.args[2] if len(node.args) > 2 else 2)),
 }
 
 

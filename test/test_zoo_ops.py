@@ -498,7 +498,7 @@ def _opinfo_sweep_forms() -> dict[str, object]:
         "_chunk_cat": lambda d: torch._chunk_cat([x.to(d), y.to(d)], 1, 3),
         "narrow_copy": lambda d: torch.narrow_copy(x.to(d), 1, 1, 2),
         "index_copy": lambda d: x.to(d).index_copy(1, torch.tensor([3, 0], device=d), y[:, :2].to(d)),
-        "dist": lambda d: torch.stack([torch.dist(x.to(d), y.to(d), p) for p in (0, 1, 2, 3.5)]),
+        "dist": lambda d: torch.stack([torch.dist(x.to(d), y.to(d), p) for p in (0, 1, 2, 3.5, math.inf, -math.inf)]),
         "vdot": lambda d: torch.vdot(x[0].to(d), y[0].to(d)),
         "special.entr": lambda d: torch.special.entr(torch.cat([x.flatten(), special]).to(d)),
         "special.xlog1py": lambda d: torch.special.xlog1py(torch.cat([x.flatten(), special]).to(d),
