@@ -10,6 +10,7 @@ call, as eager does.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -33,3 +34,45 @@ def _fake_quantize_cachemask(self: torch.Tensor, scale: float, zero_point: int, 
 MISSING: dict[Any, Callable[..., Any]] = {
     aten.fake_quantize_per_tensor_affine_cachemask.default: _fake_quantize_cachemask,
 }
+
+
+def _quantized_decomposed(op: Any) -> Callable[..., Any] | None:
+    """PT2E's ``quantized_decomposed`` ops: their Python kernel run on the meta arguments.
+
+    Their Meta kernels skip the kernels' argument checks (a ``quant_min`` outside the dtype,
+    a ``dtype`` that is no integer type, a dequantized input of another dtype, scales that
+    do not match the axis), so a bad call raised only at the read, from the compiled graph.
+    The kernels' other operations all have Meta kernels. A ``.tensor`` overload's scale and
+    zero point are read with ``item()``: they become one-element CPU tensors of the same
+    shape (a wrong numel raises the kernel's own error), as the checks read no data."""
+    decomposed = sys.modules.get("torch.ao.quantization.fx._decomposed")
+    if decomposed is None:  # the ops are registered by that module: it is loaded if one runs
+        return None
+    kernel = getattr(decomposed, op._schema.name.split("::")[-1] + ("_tensor" if op._overloadname == "tensor" else ""),
+                     None)
+    if kernel is None or op._overloadname not in ("default", "tensor"):
+        return None
+    if op._overloadname == "default":
+        return kernel
+
+    def checked(input: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor, *args: Any,
+                **kwargs: Any) -> torch.Tensor:
+        return kernel(input, torch.ones(scale.shape, dtype=scale.dtype),
+                      torch.zeros(zero_point.shape, dtype=zero_point.dtype), *args, **kwargs)
+
+    return checked
+
+
+_NAMESPACES: dict[str, Callable[[Any], Callable[..., Any] | None]] = {
+    "quantized_decomposed": _quantized_decomposed,
+}
+
+
+def shape_function(op: Any) -> Callable[..., Any]:
+    """What the tracer runs on meta tensors for ``op``: a function above, else ``op`` itself."""
+    fn = MISSING.get(op)
+    if fn is None:
+        by_namespace = _NAMESPACES.get(op.namespace)
+        fn = (by_namespace(op) if by_namespace else None) or op
+        MISSING[op] = fn
+    return fn

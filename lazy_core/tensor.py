@@ -385,7 +385,7 @@ def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tup
     checked = _cpu_dtype_check(op, p, margs, mkwargs) if p.cpu_dtype_check else None
     with metrics.timed("shape_inference"):
         try:
-            result = meta_kernels.MISSING.get(op, op)(*margs, **mkwargs)
+            result = meta_kernels.shape_function(op)(*margs, **mkwargs)
         except (NotImplementedError, RuntimeError, TypeError, ValueError, IndexError) as e:
             # IndexError too: a meta kernel's dim check is eager's ("Dimension out of
             # range"), not a reason to run the op eagerly.

@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from conftest import backend_unavailable_reason, requested_backends, use_backend
 
 import lazy_core
+from lazy_core.async_exec import LazyExecutionError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -510,3 +512,46 @@ def test_arguments_the_cpu_kernel_refuses_raise_at_the_call_like_eager(backend_n
     lx, lw = x.to("lazy"), w.to("lazy")
     for what, fn in accepted.items():
         torch.testing.assert_close(fn(lx, lw).cpu(), fn(x, w), msg=what)
+
+
+def _quantized_decomposed_refused() -> dict[str, Any]:
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers the ops, as PT2E does)
+
+    qd = torch.ops.quantized_decomposed
+    return {
+        "quantize_per_tensor, quant_min below int8": lambda x, s, z, q: qd.quantize_per_tensor(
+            x, 0.1, 0, -300, 127, torch.int8),
+        "quantize_per_tensor to a float dtype": lambda x, s, z, q: qd.quantize_per_tensor(
+            x, 0.1, 0, -128, 127, torch.float32),
+        "quantize_per_tensor.tensor, a two-element scale": lambda x, s, z, q: qd.quantize_per_tensor(
+            x, s, z[0], -128, 127, torch.int8),
+        "dequantize_per_tensor of another dtype": lambda x, s, z, q: qd.dequantize_per_tensor(
+            q, 0.1, 0, -128, 127, torch.uint8),
+        "dequantize_per_tensor.tensor of another dtype": lambda x, s, z, q: qd.dequantize_per_tensor(
+            q, s[0], z[0], -128, 127, torch.uint8),
+        "quantize_per_channel, scales along the wrong axis": lambda x, s, z, q: qd.quantize_per_channel(
+            x, s, z, 1, -128, 127, torch.int8),
+    }
+
+
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_quantized_decomposed_arguments_raise_at_the_call_like_eager(backend_name: str) -> None:
+    """PT2E's ``quantized_decomposed`` ops: their Meta kernels skip the Python kernels' checks,
+    so a ``quant_min`` outside the dtype, a float target dtype, a dequantized input of another
+    dtype or scales along the wrong axis raised only at the read (a ``LazyAssertionError`` from
+    the compiled graph). The tracer runs the Python kernel on meta tensors
+    (``meta_kernels.shape_function``): eager's error type comes at the call."""
+    use_backend(backend_name)
+    x, s, z = torch.randn(2, 3), torch.rand(2) + 0.5, torch.zeros(2, dtype=torch.int64)
+    q = torch.ones(2, 3, dtype=torch.int8)
+    for what, fn in _quantized_decomposed_refused().items():
+        with pytest.raises((AssertionError, ValueError, RuntimeError)) as expected:
+            fn(x, s, z, q)
+        with pytest.raises(type(expected.value)) as got:
+            fn(x.to("lazy"), s.to("lazy"), z.to("lazy"), q.to("lazy"))  # no read: the call raises
+        assert not isinstance(got.value, LazyExecutionError), what
+        if not isinstance(expected.value, RuntimeError):  # the broadcast message is meta's own
+            assert str(got.value) == str(expected.value), what
+    qd = torch.ops.quantized_decomposed
+    lazy_q = qd.quantize_per_tensor(x.to("lazy"), s.to("lazy")[0], z.to("lazy")[0], -128, 127, torch.int8)
+    torch.testing.assert_close(lazy_q.cpu(), qd.quantize_per_tensor(x, s[0], z[0], -128, 127, torch.int8))
