@@ -332,6 +332,15 @@ def _guard_nll(b: _Bound, op: str, loc: Any) -> None:
                                 first_only=self.dim() == 1))
 
 
+def _guard_multi_margin(b: _Bound, op: str, loc: Any) -> None:
+    """``multi_margin_loss``: each target is a class of the last dim. Its decomposition gathers
+    with it: an out-of-range target aborted the reference backend's process and gave a value on
+    iree-cpu, where eager raises."""
+    self = b.get("self")
+    n = self.shape[-1] if self.dim() else 1
+    b.set("target", _safe_index(b.get("target"), 0, n, _Site(RuntimeError, "target out of range", op, loc)))
+
+
 def _guard_indices_list(b: _Bound, op: str, loc: Any) -> None:
     """index / index_put(self, indices: Tensor?[]): index k walks dimension k."""
     self, indices = b.get("self"), b.get("indices")
@@ -533,6 +542,8 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "nll_loss_backward": _guard_nll,
     "nll_loss2d_forward": _guard_nll,
     "nll_loss2d_backward": _guard_nll,
+    "multi_margin_loss": _guard_multi_margin,
+    "multi_margin_loss_backward": _guard_multi_margin,
     "remainder": _guard_division,
     "fmod": _guard_division,
     "floor_divide": _guard_division,

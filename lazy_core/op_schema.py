@@ -41,6 +41,7 @@ _CONSTANT_SCALAR_OPS = {"pow", "pow_", "float_power", "float_power_"}
 _CONSTANT_SCALAR_OPS |= {
     "leaky_relu", "leaky_relu_", "leaky_relu_backward", "rrelu_with_noise_backward",
     "smooth_l1_loss", "smooth_l1_loss_backward", "huber_loss", "huber_loss_backward",
+    "multi_margin_loss", "multi_margin_loss_backward",
 }
 # A norm's order picks the algorithm: a runtime ``ord`` made torch-mlir emit the generic
 # ``sum(|x| ** p) ** (1 / p)``, so ``vector_norm(x, inf)`` gave 1 (reference) or NaN (iree-cpu)

@@ -28,6 +28,7 @@ from . import convolutions, embedding_bag, gathers, quantized, tanh, trig, vjp
 from .elu import celu, elu
 from .erfinv import erfinv
 from .hyperbolic import acosh, asinh, atanh, sinh
+from .hypot import hypot
 from .lerp import lerp, logaddexp, logaddexp2
 from .log1p_expm1 import expm1, log1p
 from .log10 import log10
@@ -52,8 +53,16 @@ NAN_DECOMPOSED_OPS = (
     aten.clamp.Tensor,
     aten.clamp_min.default,
     aten.clamp_max.default,
+    # The Tensor bounds: torch-mlir's ``clamp_min.Tensor`` dropped a NaN of ``x`` (the OpInfo sweep:
+    # ``clamp_min(x, t)`` gave t where x was NaN) and ``clamp_max.Tensor`` did not compile.
+    aten.clamp_min.Tensor,
+    aten.clamp_max.Tensor,
     aten.hardtanh.default,
     aten.maximum.default,
+    # ``fmax``/``fmin``: torch-mlir's lowering returned ``other`` on a tie of signed zeros (eager:
+    # ``self``, so ``fmax(-0.0, 0.0)`` is -0.0) and failed to compile a 0-d operand beside a 1-d one.
+    aten.fmax.default,
+    aten.fmin.default,
     aten.minimum.default,
     aten.argmax.default,
     aten.argmin.default,
@@ -510,6 +519,18 @@ DECOMPOSED_OPS = (
     # (the OpInfo sweep: 12 ops). A value is a value here: each is its view op. (Not ``unbind_copy``:
     # its selects failed on the reference backend; not ``as_strided_copy``, above.)
     *_VIEW_COPIES,
+    # Also found running eagerly by the OpInfo sweep (no torch-dialect op) or failing to compile
+    # (a ``torch.constant.int`` left unlegalized): ``addmv`` and ``addr`` (written here: a zero
+    # ``beta`` drops ``self``, and ``addmv``'s zero ``alpha`` the product, as eager's BLAS calls
+    # do), ``hypot`` (lowering/hypot.py: PyTorch's decomposition overflows), ``angle`` of a real
+    # tensor, ``scatter`` with ``reduce=`` (``scatter_reduce``), ``cumprod`` with a ``dtype``,
+    # ``empty_strided``/``new_empty_strided`` (zeros: their values are unspecified), and from
+    # PyTorch's decompositions ``take`` (an index of the flattened input), ``index_fill``
+    # (negative indices wrapped first) and ``multi_margin_loss``, each checked against eager on
+    # reference and iree-cpu. (Not ``nextafter`` and ``frexp``: PyTorch's are prims.)
+    aten.addmv.default, aten.addr.default, aten.hypot.default, aten.angle.default,
+    aten.scatter.reduce, aten.scatter.value_reduce, aten.empty_strided.default, aten.new_empty_strided.default,
+    aten.take.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, aten.multi_margin_loss.default,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -529,7 +550,8 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divi
                                       aten.threshold.default, aten.threshold_backward.default, aten.softshrink.default, aten.hardshrink.default,
                                       aten.hardtanh_backward.default, aten.softplus_backward.default,
                                       aten.softshrink_backward.default, aten.hardshrink_backward.default,
-                                      aten.lerp.Scalar, aten.index_add.default})
+                                      aten.lerp.Scalar, aten.index_add.default, aten.addmv.default,
+                                      aten.addr.default, aten.index_fill.int_Scalar, aten.scatter.value_reduce})
 
 
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
@@ -1307,6 +1329,89 @@ def _zero_scaled(product: Callable, alpha_skipped: bool) -> Callable:
     return decomposed
 
 
+def _addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: Any = 1,
+          alpha: Any = 1) -> torch.Tensor:
+    """``beta * self + alpha * outer(vec1, vec2)`` as eager's kernel computes it: a zero ``beta``
+    drops ``self`` (its NaNs too), a zero ``alpha`` does not drop the product (``0 * inf`` is NaN
+    there too); bools are ``(beta and self) or (alpha and outer)``. A scale that is a graph
+    argument is never 0 (0 and 1 stay constants)."""
+    dtype = _result_dtype(self, vec1, vec2)
+    outer = vec1.to(dtype)[:, None] * vec2.to(dtype)[None, :]
+    self = self.to(dtype).expand(outer.shape)
+    if dtype == torch.bool:
+        product = outer if not _constant(alpha, 0) else torch.zeros_like(outer)
+        return product.clone() if _constant(beta, 0) else torch.logical_or(self, product)
+    product = outer if _constant(alpha, 1) else outer * alpha
+    if _constant(beta, 0):
+        return product
+    return (self if _constant(beta, 1) else self * beta) + product
+
+
+def _scatter_reduce_mode(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor,
+                         reduce: str) -> torch.Tensor:
+    """``scatter(..., reduce="add" | "multiply")``: ``scatter_reduce`` with ``self`` included,
+    which is what eager's kernel does."""
+    mode = {"add": "sum", "multiply": "prod"}[reduce]
+    return torch.scatter_reduce(x, dim, index, src.to(x.dtype), mode, include_self=True)
+
+
+def _scatter_value_reduce(x: torch.Tensor, dim: int, index: torch.Tensor, value: Any, reduce: str) -> torch.Tensor:
+    """The value form: a source filled with ``value`` (a number, or a graph argument's 0-d tensor)."""
+    if isinstance(value, torch.Tensor):
+        src = value.to(x.dtype).expand(index.shape)
+    else:
+        src = torch.full(index.shape, value, dtype=x.dtype, device=x.device)
+    return _scatter_reduce_mode(x, dim, index, src, reduce)
+
+
+def _empty_strided(size: list[int], stride: list[int], *, dtype: torch.dtype | None = None, layout: Any = None,
+                   device: Any = None, pin_memory: Any = None) -> torch.Tensor:
+    """Zeros: an uninitialized tensor's values are unspecified (its strides are the tracer's)."""
+    return torch.zeros(size, dtype=dtype or torch.get_default_dtype(), device=device)
+
+
+def _new_empty_strided(x: torch.Tensor, size: list[int], stride: list[int], *, dtype: torch.dtype | None = None,
+                       layout: Any = None, device: Any = None, pin_memory: Any = None) -> torch.Tensor:
+    return x.new_zeros(size, dtype=dtype or x.dtype)
+
+
+def _angle(x: torch.Tensor) -> torch.Tensor:
+    """``angle`` of a real tensor: pi for a negative number (-0.0 is not), 0 otherwise, NaN kept;
+    integers give the default float dtype."""
+    out = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+    r = torch.zeros_like(x, dtype=out).masked_fill(x < 0, math.pi)
+    return torch.where(torch.isnan(x), x.to(out), r) if x.is_floating_point() else r
+
+
+def _cumprod(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``cumprod`` with a ``dtype`` (torch-mlir leaves its constant unlegalized) is the cumprod
+    of the converted input, as eager computes it; a 0-d input on a 1-element view."""
+    if dtype is not None:
+        x = x.to(dtype)
+    if x.dim() == 0:
+        return _on_one_element(aten.cumprod.default)(x, dim)
+    return aten.cumprod.default(x, dim)
+
+
+def _take(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``take``: the flattened input indexed (PyTorch's decomposition indexes with Python's
+    ``[]``, which reads a 0-d index as a number: data-dependent, so it failed to trace)."""
+    return aten.index.Tensor(x.reshape(-1), [index])
+
+
+def _index_fill(x: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> torch.Tensor:
+    """``index_fill``: PyTorch's decomposition (an ``index_copy`` of the expanded value) after
+    wrapping negative indices, which eager's kernel accepts and ``index_copy`` does not (the
+    decomposition filled a row of ``index_fill(1, [-4])`` of a [3, 4] tensor and left another)."""
+    from torch._refs import _index_fill as index_fill
+
+    n = x.shape[dim] if x.dim() else 1
+    index = torch.where(index < 0, index + n, index)
+    if isinstance(value, torch.Tensor):
+        value = value.to(x.dtype)
+    return index_fill(x, dim, index, value, inplace=False)
+
+
 def _zero_scale(node: Node) -> bool:
     """A scale that is the constant 0 (alpha counts only where eager skips it); the other
     scale may be a graph argument (never 0: 0 and 1 are constants)."""
@@ -1635,6 +1740,7 @@ def _table() -> dict[Any, Callable]:
     for op in _VARIANCES:
         table[op] = _scaled_variance(op)
     table[aten.cumsum.default] = _cumsum
+    table[aten.cumprod.default] = _cumprod
     table[aten.logsumexp.default] = _logsumexp
     table[aten.logcumsumexp.default] = logcumsumexp
     table[aten.lerp.Scalar] = table[aten.lerp.Tensor] = lerp
@@ -1654,6 +1760,16 @@ def _table() -> dict[Any, Callable]:
     table[aten.add.Tensor] = _bool_add
     table[aten.add.Scalar] = _bool_add
     table[aten.addmm.default] = _zero_scaled(torch.mm, alpha_skipped=True)
+    table[aten.addmv.default] = _zero_scaled(torch.mv, alpha_skipped=True)
+    table[aten.addr.default] = _addr
+    table[aten.hypot.default] = hypot
+    table[aten.angle.default] = _angle
+    table[aten.take.default] = _take
+    table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill
+    table[aten.scatter.reduce] = _scatter_reduce_mode
+    table[aten.scatter.value_reduce] = _scatter_value_reduce
+    table[aten.empty_strided.default] = _empty_strided
+    table[aten.new_empty_strided.default] = _new_empty_strided
     table[aten.addbmm.default] = _zero_scaled(lambda a, b: torch.bmm(a, b).sum(0), alpha_skipped=True)
     table[aten.baddbmm.default] = _zero_scaled(torch.bmm, alpha_skipped=False)
     table[aten.__lshift__.Tensor] = table[aten.bitwise_left_shift.Tensor] = _shift_left
@@ -1759,6 +1875,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
     **dict.fromkeys(_VARIANCES, _zero_dim_reduction_or_float32),
     aten.cumsum.default: _floating_cumsum,
+    aten.cumprod.default: lambda node: _zero_dim_reduction(node) or node.kwargs.get("dtype") is not None,
+    aten.angle.default: real_input,
     aten.trunc.default: _floating_input,
     **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default, aten.atan.default), _reduced_trig),
     aten.frac.default: _floating_input,
@@ -1983,6 +2101,24 @@ def _minimum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _extremum(a, b, torch.le)
 
 
+def _ignoring_nan(a: torch.Tensor, b: torch.Tensor, keep_a: Callable) -> torch.Tensor:
+    """``fmax``/``fmin``: a NaN loses to a number; ``self`` wins ties, signed zeros included."""
+    dtype = _result_dtype(a, b)
+    a, b = a.to(dtype), b.to(dtype)
+    take_a = keep_a(a, b)
+    if dtype.is_floating_point:
+        take_a = take_a | torch.isnan(b)
+    return torch.where(take_a, a, b)
+
+
+def _fmax(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _ignoring_nan(a, b, torch.ge)
+
+
+def _fmin(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _ignoring_nan(a, b, torch.le)
+
+
 def _first_extremum(x: torch.Tensor, dim: int | None, keepdim: bool, largest: bool) -> torch.Tensor:
     """argmax/argmin: the first NaN along ``dim`` if any, else the first extremum."""
     if x.dim() == 0:
@@ -2163,6 +2299,10 @@ def _nan_table() -> dict[Any, Callable]:
         aten.clamp.Tensor: _clamp,
         aten.clamp_min.default: _clamp_min,
         aten.clamp_max.default: _clamp_max,
+        aten.clamp_min.Tensor: _clamp_min,
+        aten.clamp_max.Tensor: _clamp_max,
+        aten.fmax.default: _fmax,
+        aten.fmin.default: _fmin,
         aten.hardtanh.default: _hardtanh,
         aten.maximum.default: _maximum,
         aten.minimum.default: _minimum,

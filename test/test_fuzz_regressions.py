@@ -2006,3 +2006,29 @@ def test_a_softmax_iree_cannot_expand_is_refused_not_hung(monkeypatch):
     for g, w in zip(got, want):
         torch.testing.assert_close(g.cpu(), w)
     assert lazy_core.metrics.counter("iree_refused_softmax_expansion") >= 1, lazy_core.metrics.counters()
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_tensor_bounded_clamps_and_fmax_keep_eagers_nan_and_zero_signs(name: str) -> None:
+    """Found by the OpInfo sweep: ``clamp_min(x, t)`` with a tensor bound returned ``t`` where
+    ``x`` was NaN (torch-mlir's ``clamp_min.Tensor``; eager: NaN), ``clamp_max(x, t)`` did not
+    compile, and ``fmax(-0.0, 0.0)`` was +0.0 (eager keeps ``self`` on ties: -0.0); ``fmin``
+    the same, and a 0-d ``fmax`` operand beside a 1-d one did not compile. All four are the
+    NaN-aware decompositions (lowering/decompositions.py); strict, so a fallback fails."""
+    use_backend(name)
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([[1.5, -0.0, nan, inf], [0.0, -2.0, 3e38, -inf], [nan, 7.0, -1.0, 2.0]])
+    y = torch.tensor([[0.5, 0.0, 1.0, nan], [-0.0, -3.0, 3e38, 5.0], [nan, 7.0, 2.0, -inf]])
+    forms = {
+        "clamp_min.Tensor": lambda a, b: torch.clamp_min(a, b[1]),
+        "clamp_max.Tensor": lambda a, b: torch.clamp_max(a, b),
+        "clamp_max.Tensor 0-d": lambda a, b: torch.clamp_max(a[0, 1], b[0, 3]),
+        "clamp_min.Tensor of ints": lambda a, b: torch.clamp_min(torch.arange(4, device=a.device), b[0]),
+        "fmax": lambda a, b: torch.fmax(a, b),
+        "fmin": lambda a, b: torch.fmin(b, a),
+        "fmax of a 0-d and a 1-d": lambda a, b: torch.fmax(a[2, 0], b[0]),
+        "fmin of ints": lambda a, b: torch.fmin(torch.arange(4, device=a.device), torch.arange(4, device=a.device).flip(0)),
+    }
+    for what, form in forms.items():
+        got = form(lazy(x), lazy(y)).cpu()
+        _same(got, form(x, y)) if got.is_floating_point() else torch.testing.assert_close(got, form(x, y), msg=what)

@@ -517,6 +517,33 @@ def _opinfo_sweep_forms() -> dict[str, object]:
             torch.squeeze_copy(x[:1].to(d), 0), torch.unfold_copy(x.to(d), 1, 2, 1).flatten(),
             torch.alias_copy(x.to(d)).flatten(),
             *[t.flatten() for t in torch.split_with_sizes_copy(x.to(d), [1, 3], 1)]]),
+        # A later sweep (this session's second): ran eagerly, or failed to compile.
+        "addmv": lambda d: torch.addmv(y[:, 0].to(d), x.to(d), y[0].to(d), beta=0.5, alpha=2.5),
+        "addmv beta 0, alpha 0": lambda d: torch.stack([
+            torch.addmv(torch.full((3,), math.nan, device=d), x.to(d), y[0].to(d), beta=0),
+            torch.addmv(y[:, 0].to(d), torch.full((3, 4), math.inf, device=d), y[0].to(d), alpha=0)]),
+        "addr": lambda d: torch.addr(x.to(d), y[:, 0].to(d), y[1].to(d), beta=2.5, alpha=-1.5),
+        "addr beta 0, bool": lambda d: torch.cat([
+            torch.addr(torch.full((3, 4), math.nan, device=d), y[:, 0].to(d), y[1].to(d), beta=0).flatten(),
+            torch.addr(x.to(d) > 0, y[:, 0].to(d) > 0, y[1].to(d) > 0).flatten().float()]),
+        "hypot": lambda d: torch.hypot(torch.cat([x.flatten() * 1e30, special, special.flip(0)]).to(d),
+                                       torch.cat([y.flatten(), special.flip(0), special]).to(d)),
+        "angle": lambda d: torch.cat([torch.angle(special.to(d)), torch.angle(torch.tensor([-3, 0, 2], device=d))]),
+        "take": lambda d: torch.cat([torch.take(x.to(d), torch.tensor([[0, -1], [5, 11]], device=d)).flatten(),
+                                     torch.take(x[0, 0].to(d), torch.tensor(0, device=d)).reshape(1)]),
+        "index_fill": lambda d: torch.cat([x.to(d).index_fill(1, torch.tensor([3, -4], device=d), -1.5).flatten(),
+                                           x.to(d).index_fill(0, torch.tensor([1], device=d), y[0, 0].to(d)).flatten()]),
+        "scatter reduce=": lambda d: torch.cat([
+            x.to(d).scatter(0, torch.tensor([[0, 2, 1, 0], [2, 0, 0, 1]], device=d), y.to(d), reduce="add").flatten(),
+            x.to(d).scatter(1, torch.tensor([[0, 2], [3, 3]], device=d), y.to(d), reduce="multiply").flatten(),
+            x.to(d).scatter(1, torch.tensor([[0, 0], [3, 1]], device=d), 2.5, reduce="add").flatten()]),
+        "cumprod with a dtype": lambda d: torch.cumprod(x.to(d), 1, dtype=torch.float64),
+        "empty_strided": lambda d: torch.empty_strided((2, 3), (1, 2), device=d).fill_(1.5)
+        + x.to(d).new_empty_strided((2, 3), (3, 1)).fill_(2.0),
+        "multi_margin_loss": lambda d: torch.stack([
+            torch.nn.functional.multi_margin_loss(x.to(d), torch.tensor([0, 3, 1], device=d)),
+            torch.nn.functional.multi_margin_loss(x.to(d), torch.tensor([2, 0, 1], device=d), p=2, margin=0.5,
+                                                  weight=y[0].abs().to(d))]),
     }
 
 
