@@ -341,6 +341,14 @@ def _guard_multi_margin(b: _Bound, op: str, loc: Any) -> None:
     b.set("target", _safe_index(b.get("target"), 0, n, _Site(RuntimeError, "target out of range", op, loc)))
 
 
+def _guard_sorter(b: _Bound, op: str, loc: Any) -> None:
+    """``searchsorted(..., sorter=)``: its decomposition gathers the sequence with ``sorter``."""
+    seq = b.get("sorted_sequence")
+    n = seq.shape[-1] if seq.dim() else 1
+    site = _Site(RuntimeError, "torch.searchsorted(): sorter index out of range", op, loc)
+    b.set("sorter", _safe_index(b.get("sorter"), 0, n, site))
+
+
 def _guard_indices_list(b: _Bound, op: str, loc: Any) -> None:
     """index / index_put(self, indices: Tensor?[]): index k walks dimension k."""
     self, indices = b.get("self"), b.get("indices")
@@ -543,6 +551,7 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "nll_loss2d_forward": _guard_nll,
     "nll_loss2d_backward": _guard_nll,
     "multi_margin_loss": _guard_multi_margin,
+    "searchsorted": _guard_sorter,
     "multi_margin_loss_backward": _guard_multi_margin,
     "remainder": _guard_division,
     "fmod": _guard_division,

@@ -46,7 +46,8 @@ _CONSTANT_SCALAR_OPS |= {
 # A norm's order picks the algorithm: a runtime ``ord`` made torch-mlir emit the generic
 # ``sum(|x| ** p) ** (1 / p)``, so ``vector_norm(x, inf)`` gave 1 (reference) or NaN (iree-cpu)
 # where eager gives ``max(|x|)``, and ``p = 2`` took the exp/log pow instead of a square.
-_CONSTANT_SCALAR_OPS |= {"linalg_vector_norm", "norm", "renorm", "renorm_", "dist", "_foreach_norm"}
+_CONSTANT_SCALAR_OPS |= {"linalg_vector_norm", "norm", "renorm", "renorm_", "dist", "_foreach_norm",
+                         "_cdist_forward", "_cdist_backward"}
 # So is a variance's correction: torch-mlir lowers only a constant one (``x.var(0, correction=2)``
 # failed to compile and ran eagerly).
 _CONSTANT_SCALAR_OPS |= {"var", "std", "var_mean", "std_mean"}

@@ -25,6 +25,9 @@ from torch.fx import Node as FxNode
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from . import convolutions, embedding_bag, gathers, quantized, tanh, trig, vjp
+from .binary_search import bucketize, searchsorted
+from .cumulative_extrema import cummax, cummaxmin_backward, cummin
+from .distances import cdist_backward, cdist_forward
 from .elu import celu, elu
 from .erfinv import erfinv
 from .hyperbolic import acosh, asinh, atanh, sinh
@@ -531,6 +534,18 @@ DECOMPOSED_OPS = (
     aten.addmv.default, aten.addr.default, aten.hypot.default, aten.angle.default,
     aten.scatter.reduce, aten.scatter.value_reduce, aten.empty_strided.default, aten.new_empty_strided.default,
     aten.take.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, aten.multi_margin_loss.default,
+    # ``cummax``/``cummin`` and their gradient (lowering/cumulative_extrema.py: a log-step scan),
+    # ``searchsorted`` and ``bucketize`` (lowering/binary_search.py: torch-mlir's ``bucketize``
+    # was wrong for boundaries ending in NaN, as sorted ones do), ``put`` (an
+    # ``index_put`` of the flattened input) and ``index_reduce`` (``scatter_reduce`` with the
+    # index broadcast along the source).
+    aten.cummax.default, aten.cummin.default, aten.cummaxmin_backward.default,
+    aten.searchsorted.Tensor, aten.searchsorted.Scalar, aten.bucketize.Tensor, aten.bucketize.Scalar,
+    aten.put.default, aten.index_reduce.default,
+    # ``torch.cdist``'s direct kernel and its gradient (lowering/distances.py): no torch-mlir op.
+    aten._cdist_forward.default, aten._cdist_backward.default,
+    # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
+    aten._euclidean_dist.default,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -551,7 +566,8 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divi
                                       aten.hardtanh_backward.default, aten.softplus_backward.default,
                                       aten.softshrink_backward.default, aten.hardshrink_backward.default,
                                       aten.lerp.Scalar, aten.index_add.default, aten.addmv.default,
-                                      aten.addr.default, aten.index_fill.int_Scalar, aten.scatter.value_reduce})
+                                      aten.addr.default, aten.index_fill.int_Scalar, aten.scatter.value_reduce,
+                                      aten.searchsorted.Scalar, aten.bucketize.Scalar})
 
 
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
@@ -1412,6 +1428,28 @@ def _index_fill(x: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> t
     return index_fill(x, dim, index, value, inplace=False)
 
 
+def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
+    """``put``: an ``index_put`` of the flattened input with negative indices wrapped, as eager's."""
+    flat = x.reshape(-1)
+    index = index.reshape(-1)
+    index = torch.where(index < 0, index + flat.shape[0], index)
+    return flat.index_put([index], source.reshape(-1).to(x.dtype), accumulate).view(x.shape)
+
+
+def _index_reduce(x: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, reduce: str, *,
+                  include_self: bool = True) -> torch.Tensor:
+    """``index_reduce``: ``scatter_reduce`` with ``index`` broadcast along ``source``'s other dims
+    (eager's two kernels agree on every mode, NaN and integer ``mean`` included)."""
+    if x.dim() == 0:
+        return _index_reduce(x.reshape(1), 0, index.reshape(1), source.reshape(1), reduce,
+                             include_self=include_self).reshape(())
+    dim = dim % x.dim()
+    shape = [1] * source.dim()
+    shape[dim] = -1
+    spread = index.reshape(shape).expand(source.shape)
+    return x.scatter_reduce(dim, spread, source, reduce, include_self=include_self)
+
+
 def _zero_scale(node: Node) -> bool:
     """A scale that is the constant 0 (alpha counts only where eager skips it); the other
     scale may be a graph argument (never 0: 0 and 1 are constants)."""
@@ -1765,6 +1803,15 @@ def _table() -> dict[Any, Callable]:
     table[aten.hypot.default] = hypot
     table[aten.angle.default] = _angle
     table[aten.take.default] = _take
+    table[aten.cummax.default] = cummax
+    table[aten.cummin.default] = cummin
+    table[aten.cummaxmin_backward.default] = cummaxmin_backward
+    table[aten.searchsorted.Tensor] = table[aten.searchsorted.Scalar] = searchsorted
+    table[aten.bucketize.Tensor] = table[aten.bucketize.Scalar] = bucketize
+    table[aten.put.default] = _put
+    table[aten._cdist_forward.default] = cdist_forward
+    table[aten._cdist_backward.default] = cdist_backward
+    table[aten.index_reduce.default] = _index_reduce
     table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill
     table[aten.scatter.reduce] = _scatter_reduce_mode
     table[aten.scatter.value_reduce] = _scatter_value_reduce

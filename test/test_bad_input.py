@@ -571,3 +571,16 @@ def test_multi_margin_loss_target_out_of_range_raises_like_eager(backend_name: s
             F.multi_margin_loss(x.to("lazy"), torch.tensor(target).to("lazy")).cpu()
     good = torch.tensor([2, 0])
     torch.testing.assert_close(F.multi_margin_loss(x.to("lazy"), good.to("lazy")).cpu(), F.multi_margin_loss(x, good))
+
+
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_searchsorted_sorter_out_of_range_raises_like_eager(backend_name: str) -> None:
+    """``searchsorted(..., sorter=)`` compiles as a gather of the sequence with ``sorter``: an
+    index past the sequence returned a value on iree-cpu until ``sorter`` got its check."""
+    use_backend(backend_name)
+    seq, values = torch.tensor([3.0, 1.0, 2.0]), torch.tensor([2.5, 0.5])
+    for sorter in ([1, 2, 3], [1, 2, -1]):
+        with pytest.raises(RuntimeError, match="sorter index out of range"):
+            torch.searchsorted(seq, values, sorter=torch.tensor(sorter))
+        with pytest.raises(RuntimeError, match="sorter index out of range"):
+            torch.searchsorted(seq.to("lazy"), values.to("lazy"), sorter=torch.tensor(sorter).to("lazy")).cpu()

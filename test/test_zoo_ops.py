@@ -540,6 +540,16 @@ def _opinfo_sweep_forms() -> dict[str, object]:
         "cumprod with a dtype": lambda d: torch.cumprod(x.to(d), 1, dtype=torch.float64),
         "empty_strided": lambda d: torch.empty_strided((2, 3), (1, 2), device=d).fill_(1.5)
         + x.to(d).new_empty_strided((2, 3), (3, 1)).fill_(2.0),
+        "cummax, cummin": lambda d: torch.cat([t.flatten().float() for t in (
+            *torch.cummax(torch.cat([x, special[None, :4]]).to(d), 1), *torch.cummin(torch.cat([x, special[None, 8:]]).to(d), 0),
+            *torch.cummax(torch.tensor([[2, 2, 1, 2, 5, 5]], device=d), -1))]),
+        "searchsorted, put, index_reduce": lambda d: torch.cat([
+            torch.searchsorted(special.sort().values.to(d), special.to(d)).float(),
+            torch.searchsorted(x.sort().values.to(d), y.to(d), side="right").flatten().float(),
+            torch.searchsorted(torch.tensor([3.0, 1.0, 2.0], device=d), 2.0, sorter=torch.tensor([1, 2, 0], device=d)).reshape(1).float(),
+            x.to(d).put(torch.tensor([0, -1, 7, 0], device=d), y[0].to(d), accumulate=True).flatten(),
+            x.to(d).index_reduce(1, torch.tensor([0, 3, 0, 1], device=d), y.to(d), "prod").flatten(),
+            x.to(d).index_reduce(0, torch.tensor([2, 2, 0], device=d), y.to(d), "mean", include_self=False).flatten()]),
         "multi_margin_loss": lambda d: torch.stack([
             torch.nn.functional.multi_margin_loss(x.to(d), torch.tensor([0, 3, 1], device=d)),
             torch.nn.functional.multi_margin_loss(x.to(d), torch.tensor([2, 0, 1], device=d), p=2, margin=0.5,
@@ -562,6 +572,35 @@ def test_ops_the_opinfo_sweep_ran_eagerly_compile(name: str) -> None:
         lazy_core.mark_step()
     for what, form in forms.items():
         torch.testing.assert_close(lazy[what].cpu(), form("cpu"), equal_nan=True, msg=what)
+    assert not _fallbacks(), _fallbacks()
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_cdist_and_its_gradient_compile_for_every_order(name: str) -> None:
+    """``torch.cdist`` ran ``aten._cdist_forward`` (its direct kernel: ``p != 2`` or at most 25
+    rows) and ``_cdist_backward`` eagerly, and its matrix-product path ``_euclidean_dist`` too:
+    no torch-mlir op for any (the OpInfo sweep). lowering/distances.py and PyTorch's
+    ``_euclidean_dist``; values and both gradients against eager for every order, a repeated row
+    (distance 0: a zero gradient, not NaN), NaN as eager's kernel treats it, strict."""
+    use_backend(name)
+    g = torch.Generator().manual_seed(0)
+    x1, x2 = torch.randn(2, 3, 4, generator=g), torch.randn(2, 5, 4, generator=g)
+    x2[0, 1] = x1[0, 1]
+    for p in (0.0, 1.0, 2.0, 3.5, 0.5, math.inf):
+        results = []
+        for d in ("cpu", "lazy"):
+            a, b = x1.to(d).clone().requires_grad_(), x2.to(d).clone().requires_grad_()
+            out = torch.cdist(a, b, p=p)
+            (out * torch.linspace(0.5, 2, out.numel()).view(out.shape).to(d)).sum().backward()
+            results.append((out.detach().cpu(), a.grad.cpu(), b.grad.cpu()))
+        torch.testing.assert_close(results[1], results[0], msg=lambda m, p=p: f"p={p}: {m}")
+    big1, big2 = torch.randn(30, 4, generator=g), torch.randn(27, 4, generator=g)  # the product path
+    torch.testing.assert_close(torch.cdist(big1.to("lazy"), big2.to("lazy")).cpu(), torch.cdist(big1, big2))
+    nan = float("nan")
+    a, b = torch.tensor([[nan, 1.0], [0.0, 1.0]]), torch.tensor([[0.0, 5.0], [nan, nan]])
+    for p in (0.0, 2.0, math.inf):  # NaN counts for p = 0, is skipped by p = inf's running max
+        torch.testing.assert_close(torch.cdist(a.to("lazy"), b.to("lazy"), p=p).cpu(), torch.cdist(a, b, p=p),
+                                   equal_nan=True, msg=lambda m, p=p: f"p={p}: {m}")
     assert not _fallbacks(), _fallbacks()
 
 
