@@ -263,6 +263,56 @@ def test_iree_still_writes_into_a_shared_folded_constant() -> None:
     assert got != want, "IREE now keeps x == x apart from its in-place write: retire the workaround"
 
 
+#: ``w = maximum(v3, v3)`` of ``v3 = ones ** 0`` (folded to a constant ``dense<1>``) returned
+#: beside ``v3`` after ``v3[-1] = 5`` (iree-vulkan fuzz seed 4403), in int64.
+_WIDE_CONSTANT_BESIDE_A_WRITTEN_SPLAT = """
+func.func @f(%five: !torch.vtensor<[],si64>) -> (!torch.vtensor<[2,3],si64>, !torch.vtensor<[2,3],si64>) {
+  %int0 = torch.constant.int 0
+  %int1 = torch.constant.int 1
+  %int2 = torch.constant.int 2
+  %int3 = torch.constant.int 3
+  %int4 = torch.constant.int 4
+  %none = torch.constant.none
+  %false = torch.constant.bool false
+  %shape = torch.prim.ListConstruct %int2, %int3 : (!torch.int, !torch.int) -> !torch.list<int>
+  %ones = torch.aten.ones %shape, %int4, %none, %none, %none
+      : !torch.list<int>, !torch.int, !torch.none, !torch.none, !torch.none -> !torch.vtensor<[2,3],si64>
+  %w = torch.aten.maximum %ones, %ones : !torch.vtensor<[2,3],si64>, !torch.vtensor<[2,3],si64> -> !torch.vtensor<[2,3],si64>
+  %row = torch.prim.ListConstruct %int3 : (!torch.int) -> !torch.list<int>
+  %b = torch.aten.expand %five, %row, %false : !torch.vtensor<[],si64>, !torch.list<int>, !torch.bool -> !torch.vtensor<[3],si64>
+  %v = torch.aten.select_scatter %ones, %b, %int0, %int1
+      : !torch.vtensor<[2,3],si64>, !torch.vtensor<[3],si64>, !torch.int, !torch.int -> !torch.vtensor<[2,3],si64>
+  return %w, %v : !torch.vtensor<[2,3],si64>, !torch.vtensor<[2,3],si64>
+}
+"""
+
+
+def test_iree_still_merges_a_64_bit_constant_with_a_written_splat() -> None:
+    """The upstream bug the 64-bit splat rule of ``writes_into_a_shared_constant`` works around:
+    IREE makes both 64-bit splats by ``__builtin_splat_i64`` dispatches, CSE merges them, and the
+    constant result is never filled. When an IREE release gets this right, the last assert fails:
+    then drop the rule (``_WIDE_ELEMENTS``) and this test."""
+    import iree.compiler as ic
+    import iree.runtime as rt
+
+    from lazy_mlir.backends.iree.config import CPU
+    from lazy_mlir.backends.iree.miscompiles import writes_into_a_shared_constant
+
+    args = dict(input_type="torch", target_backends=["llvm-cpu"])
+    flow = ic.compile_str(_WIDE_CONSTANT_BESIDE_A_WRITTEN_SPLAT, extra_args=[*CPU.default_flags, "--compile-to=flow"],
+                          **args)
+    assert writes_into_a_shared_constant(flow.decode()), "the check no longer sees the pattern"
+    narrow = _WIDE_CONSTANT_BESIDE_A_WRITTEN_SPLAT.replace("si64", "si32").replace("%int4,", "%int3,")
+    flow = ic.compile_str(narrow, extra_args=[*CPU.default_flags, "--compile-to=flow"], **args)
+    assert writes_into_a_shared_constant(flow.decode()) == [], "32-bit splats are HAL fills, kept apart"
+    vmfb = ic.compile_str(_WIDE_CONSTANT_BESIDE_A_WRITTEN_SPLAT, extra_args=list(CPU.default_flags), **args)
+    module = rt.load_vm_flatbuffer(vmfb, driver="local-task")
+    w, v = module.f(np.array(5, dtype=np.int64))
+    assert v.to_host().tolist() == [[1, 1, 1], [5, 5, 5]]
+    # IREE 3.13: w came back unfilled (zeros), not ones.
+    assert w.to_host().tolist() != [[1, 1, 1]] * 2, "IREE now fills both 64-bit splats: retire the rule"
+
+
 #: Fuzz seed 1700 p308 as torch-dialect text: ``v3 = ceil(v2)``, ``v2 = v3 + v2 @ v2.mT`` (out=),
 #: then ``v3[0].logical_not_()``; the ``where`` of scalars is needed to shift IREE's schedule.
 _READ_THEN_WRITE_THROUGH_A_VIEW = """
@@ -339,6 +389,35 @@ def test_the_shared_constant_check_reads_scalar_fed_and_dynamic_dispatches() -> 
     assert writes_into_a_shared_constant(flow) == [flow.splitlines()[4].strip()]
     reads_a_tensor = flow.replace("(%2, %n, %m) : (i64,", "(%1, %n, %m) : (tensor<i64>,")
     assert writes_into_a_shared_constant(reads_a_tensor) == []
+
+
+def test_the_64_bit_splat_rule_refuses_only_writes_alive_at_once() -> None:
+    """Two values written into one int64 splat and both used at the end (fuzz seed 4403 p486) are
+    refused; a chain of writes read before the next chain starts (a sort's index columns) is not."""
+    from lazy_mlir.backends.iree.miscompiles import writes_into_a_shared_constant
+
+    both_alive = """util.func public @f(%arg0: !hal.buffer_view) {
+    %0 = hal.tensor.import wait(%arg1) => %arg0 : !hal.buffer_view -> tensor<2xi64>
+    %3 = flow.tensor.load %2 : tensor<i64>
+    %4 = flow.tensor.splat %3 : tensor<4xi64>
+    %5 = flow.dispatch @f::@mul(%0, %4) : (tensor<2xi64>, tensor<4xi64>) -> %4
+    %7 = flow.tensor.update %6, %4[%c3] : tensor<1xi64> -> %4 as tensor<4xi64>
+    %8:2 = hal.tensor.barrier join(%5, %7 : tensor<4xi64>, tensor<4xi64>) => %arg2 : !hal.fence
+    }"""
+    assert writes_into_a_shared_constant(both_alive) == [both_alive.splitlines()[5].strip()]
+    assert writes_into_a_shared_constant(both_alive.replace("i64", "i32")) == []  # HAL fills: apart
+    in_turn = """util.func public @f(%arg0: !hal.buffer_view) {
+    %18 = flow.tensor.splat %c0_i64 : tensor<504x4xi64>
+    %19 = flow.dispatch @f::@copy0(%17#0, %18) : (tensor<504xi64>, tensor<504x4xi64>) -> %18
+    %20 = flow.dispatch @f::@copy1(%17#1, %19) : (tensor<504xi64>, tensor<504x4xi64>) -> %19
+    %23 = flow.dispatch @f::@scatter(%17#4, %20) : (tensor<504xi64>, tensor<504x4xi64>) -> tensor<504xi64>
+    %40 = flow.dispatch @f::@copy0(%39#0, %18) : (tensor<504xi64>, tensor<504x4xi64>) -> %18
+    %44 = flow.dispatch @f::@scatter(%39#4, %40) : (tensor<504xi64>, tensor<504x4xi64>) -> tensor<504xi64>
+    %48:2 = hal.tensor.barrier join(%23, %44 : tensor<504xi64>, tensor<504xi64>) => %arg2 : !hal.fence
+    }"""
+    assert writes_into_a_shared_constant(in_turn) == []
+    overlapping = in_turn.replace("(%17#4, %20)", "(%17#4, %19)").replace("join(%23, %44", "join(%20, %44")
+    assert writes_into_a_shared_constant(overlapping) == [in_turn.splitlines()[5].strip()]
 
 
 def test_the_check_passes_ordinary_reductions() -> None:

@@ -68,7 +68,12 @@ lands in another one's result (fuzz seed 0 p245:
 with a ``fmin`` and a ``prod`` of ``v1`` after it gave ``v3`` the new
 diagonal). Only a class of which one splat is read is refused: splats that
 are only written in place (a pooling backward's zeros) and one splat
-written twice (sorts' index columns) compile right. The same write into a dispatch that reads a
+written twice (sorts' index columns) compile right. A 64-bit splat constant (``dense<1> :
+tensor<2x3x4xi64>``, a folded ``maximum(v3, v3)`` returned) joins the splats of its number: HAL
+fills take patterns of at most 4 bytes, so IREE makes every 64-bit splat with a
+``__builtin_splat_i64`` dispatch, CSE merges two of one number and size, and one buffer is never
+filled (iree-vulkan fuzz seed 4403: ``w = maximum(v3, v3)`` of ``v3 = ones ** 0`` came back
+zeros after ``v3[-1] = 5``, in float64 and int64 only). The same write into a dispatch that reads a
 tensor keeps its copy; the order of that copy against the write is
 config.py's ``--iree-stream-partitioning-favor=debug``.
 
@@ -314,28 +319,49 @@ _SPLAT = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*flow\.tensor\.splat\s+(?P<va
                     r"tensor<(?P<type>[^>]*)>")
 
 
-def _splat_class(line: str) -> tuple[str, str] | None:
+#: A scalar constant, ``%cst = arith.constant 1.000000e+00 : f64``, and a splat tensor constant,
+#: ``%cst_0 = arith.constant dense<1> : tensor<2x3x4xi64>``.
+_SCALAR_CONSTANT = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?P<value>[^:\s]+)\s*:\s*(?P<type>\w+)\s*$")
+_DENSE_SPLAT = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+dense<(?P<value>[^\[\]<>\"]+)>\s*:\s*"
+                          r"tensor<(?P<type>[^>]*)>\s*$")
+#: Element types IREE splats through its ``__builtin_splat_i64`` dispatch (HAL fills take at
+#: most 4-byte patterns).
+_WIDE_ELEMENTS = ("i64", "si64", "ui64", "f64")
+_WIDE_CLASS = " (64-bit)"
+
+
+def _splat_class(line: str, literals: dict[str, str]) -> tuple[str, str] | None:
     """(result name, the splats it is merged with) for a ``flow.tensor.splat`` line, or None.
     Splats of one number into as many elements of one type are one buffer in the stream phase
-    (CSE), whatever their shapes."""
-    m = _SPLAT.match(line)
-    if m is None:
-        return None
+    (CSE), whatever their shapes. A 64-bit one is keyed by its number (``literals``: scalar
+    constants' text), and a splat tensor constant of 64-bit elements (``dense<1>``) joins it:
+    both become ``__builtin_splat_i64`` dispatches, which CSE merges."""
+    dense = False
+    if (m := _SPLAT.match(line)) is None:
+        if (m := _DENSE_SPLAT.match(line)) is None:
+            return None
+        dense = True
     *dims, element = m["type"].split("x")
+    wide = element in _WIDE_ELEMENTS
+    if dense and not wide:
+        return None  # a narrow constant is filled on its own (a HAL fill), not merged
+    value = literals.get(m["value"], m["value"]) if wide and not dense else m["value"]
+    tail = _WIDE_CLASS if wide else ""
     count = 1
     for d in dims:
         if not d.isdigit():
-            return m["name"], f"splat {m['value']} {m['type']} {m['name']}"  # dynamic: its own class
+            return m["name"], f"splat {value} {m['type']} {m['name']}{tail}"  # dynamic: its own class
         count *= int(d)
-    return m["name"], f"splat {m['value']} {count} {element}"
+    return m["name"], f"splat {value} {count} {element}{tail}"
 
 
 def _shared_constant_writes(lines: list[str]) -> list[str]:
     root: dict[str, str] = {}
+    literals = {m["name"]: m["value"] for line in lines if (m := _SCALAR_CONSTANT.match(line)) is not None}
     for line in lines:
         if (name := _constant_dispatch(line)) is not None:
             root[name] = name
-        elif (splat := _splat_class(line)) is not None:
+        elif (splat := _splat_class(line, literals)) is not None:
             # Merged splats (the stream phase makes them one buffer), and a lone splat too: an
             # in-place update of one that is also read gave the reader the written values
             # (fuzz seed 4603 p356: ``v5 = v1 | v1`` folded to ``v1``, then ``v1[1].fill_(0)``).
@@ -350,7 +376,8 @@ def _shared_constant_writes(lines: list[str]) -> list[str]:
     for line in lines:
         d = _DEF.match(line)
         rhs = d["rhs"] if d is not None else line
-        if _RESHAPE.match(line) is not None or _constant_dispatch(line) is not None or _SPLAT.match(line):
+        if (_RESHAPE.match(line) is not None or _constant_dispatch(line) is not None or _SPLAT.match(line)
+                or _DENSE_SPLAT.match(line)):
             continue  # an alias or the constant itself, not a use
         targets = []
         if (u := _UPDATE.search(rhs)) is not None:
@@ -362,8 +389,45 @@ def _shared_constant_writes(lines: list[str]) -> list[str]:
         reads.update({root[v] for v in values if v not in targets})
         writes += [(root[t], line) for t in targets if t in root]
     # A dispatch's constant: written while used elsewhere. Merged splats: written while one of
-    # them is read (splats only written, each once, as a pooling backward's zeros, compile right).
-    return [line for r, line in writes if uses[r] > 1 and (not r.startswith("splat ") or reads[r] > 0)]
+    # them is read (splats only written, each once, as a pooling backward's zeros, compile right),
+    # and 64-bit splats also when two values written into them are alive at once.
+    return [line for r, line in writes if uses[r] > 1 and (not r.startswith("splat ") or reads[r] > 0)] \
+        + _overlapping_wide_writes(lines, root)
+
+
+def _overlapping_wide_writes(lines: list[str], root: dict[str, str]) -> list[str]:
+    """The in-place writes into a 64-bit splat made while a value written earlier into a splat of
+    its class (one number, as many elements) is still used. Each write's copy is a second
+    ``__builtin_splat_i64`` dispatch that CSE merges with the first, so both values live in one
+    buffer (fuzz seed 4403 p486: ``v2 = minimum(v0, v0)`` of a filled int64 ``v0``, then writes
+    into both). Writes that follow each other (a sort's index columns, filled by a chain of
+    copies and read before the next sort's chain starts) share that buffer harmlessly."""
+    chain: dict[str, tuple[str, int]] = {}  # value -> (class, line of the chain's first write)
+    end: dict[tuple[str, int], int] = {}  # chain -> last line that uses one of its values
+    for i, line in enumerate(lines):
+        if (m := _RESHAPE.match(line)) is not None and m["source"].split("#")[0] in chain:
+            chain[m["name"]] = chain[m["source"].split("#")[0]]
+            continue
+        d = _DEF.match(line)
+        rhs = d["rhs"] if d is not None else line
+        for v in _VALUE.findall(rhs):
+            if v in chain:
+                end[chain[v]] = i
+        targets = [u["target"]] if (u := _UPDATE.search(rhs)) is not None else []
+        if (m := _DISPATCH.search(line)) is not None:
+            targets += _VALUE.findall(m["results"].split("{")[0])
+        for t in targets:
+            if t in chain:
+                key = chain[t]
+            elif root.get(t, "").endswith(_WIDE_CLASS):
+                key = (root[t], i)
+                end[key] = i
+            else:
+                continue
+            if d is not None:
+                chain.update({r: key for r in _VALUE.findall(d["results"])})
+    return [lines[start] for cls, start in end
+            if any(other == cls and first < start < last for (other, first), last in end.items())]
 
 
 #: A tensor constant: ``%cst = arith.constant dense<0x7FC00000> : tensor<2x3xf32>``.
