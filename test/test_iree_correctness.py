@@ -406,6 +406,10 @@ def test_the_64_bit_splat_rule_refuses_only_writes_alive_at_once() -> None:
     }"""
     assert writes_into_a_shared_constant(both_alive) == [both_alive.splitlines()[5].strip()]
     assert writes_into_a_shared_constant(both_alive.replace("i64", "i32")) == []  # HAL fills: apart
+    # A known number whose 8 bytes repeat 4 (0, -1) is a HAL fill too (embedding_bag's zeros).
+    zero = both_alive.replace("flow.tensor.load %2 : tensor<i64>", "arith.constant 0 : i64")
+    assert writes_into_a_shared_constant(zero) == []
+    assert writes_into_a_shared_constant(zero.replace("constant 0 :", "constant 1 :")) != []
     in_turn = """util.func public @f(%arg0: !hal.buffer_view) {
     %18 = flow.tensor.splat %c0_i64 : tensor<504x4xi64>
     %19 = flow.dispatch @f::@copy0(%17#0, %18) : (tensor<504xi64>, tensor<504x4xi64>) -> %18

@@ -70,10 +70,13 @@ diagonal). Only a class of which one splat is read is refused: splats that
 are only written in place (a pooling backward's zeros) and one splat
 written twice (sorts' index columns) compile right. A 64-bit splat constant (``dense<1> :
 tensor<2x3x4xi64>``, a folded ``maximum(v3, v3)`` returned) joins the splats of its number: HAL
-fills take patterns of at most 4 bytes, so IREE makes every 64-bit splat with a
-``__builtin_splat_i64`` dispatch, CSE merges two of one number and size, and one buffer is never
-filled (iree-vulkan fuzz seed 4403: ``w = maximum(v3, v3)`` of ``v3 = ones ** 0`` came back
-zeros after ``v3[-1] = 5``, in float64 and int64 only). The same write into a dispatch that reads a
+fills take patterns of at most 4 bytes, so IREE makes a 64-bit splat whose 8 bytes are not a
+4-byte pattern twice (1, 2, 1.0; not 0 or -1) with a ``__builtin_splat_i64`` dispatch, CSE merges
+two of one number and size, and one buffer is never filled (iree-vulkan fuzz seed 4403:
+``w = maximum(v3, v3)`` of ``v3 = ones ** 0`` came back zeros after ``v3[-1] = 5``, in float64
+and int64 only). For the same reason two values written in place into such splats must not be
+alive at once (p486: the copy each write needs is such a dispatch too); writes in turn, read
+before the next one starts (sorts' index columns), are right. The same write into a dispatch that reads a
 tensor keeps its copy; the order of that copy against the write is
 config.py's ``--iree-stream-partitioning-favor=debug``.
 
@@ -112,6 +115,7 @@ eager makes +0.0), get ``select(r == 0, +0.0, r)`` from the lowering
 from __future__ import annotations
 
 import re
+import struct
 from collections import Counter
 
 #: One linalg.generic as IREE prints it at the flow phase (no lowering configs yet).
@@ -330,6 +334,21 @@ _WIDE_ELEMENTS = ("i64", "si64", "ui64", "f64")
 _WIDE_CLASS = " (64-bit)"
 
 
+def _needs_splat_dispatch(value: str, element: str) -> bool:
+    """Whether IREE fills a 64-bit splat of ``value`` (a literal's text, or an SSA name: not
+    known) with its ``__builtin_splat_i64`` dispatch: only when the 8-byte pattern is not a
+    4-byte one repeated (0 and -1 are native HAL fills; 1, 2 and 1.0 are dispatches)."""
+    try:
+        if element == "f64":
+            bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0] if not value.startswith("0x") \
+                else int(value, 16)
+        else:
+            bits = int(value, 0) & (2 ** 64 - 1)
+    except ValueError:
+        return True  # a value computed at run time
+    return bits >> 32 != bits & 0xFFFFFFFF
+
+
 def _splat_class(line: str, literals: dict[str, str]) -> tuple[str, str] | None:
     """(result name, the splats it is merged with) for a ``flow.tensor.splat`` line, or None.
     Splats of one number into as many elements of one type are one buffer in the stream phase
@@ -342,10 +361,12 @@ def _splat_class(line: str, literals: dict[str, str]) -> tuple[str, str] | None:
             return None
         dense = True
     *dims, element = m["type"].split("x")
-    wide = element in _WIDE_ELEMENTS
+    value = m["value"] if dense else literals.get(m["value"], m["value"])
+    wide = element in _WIDE_ELEMENTS and _needs_splat_dispatch(value, element)
     if dense and not wide:
         return None  # a narrow constant is filled on its own (a HAL fill), not merged
-    value = literals.get(m["value"], m["value"]) if wide and not dense else m["value"]
+    if not wide:
+        value = m["value"]
     tail = _WIDE_CLASS if wide else ""
     count = 1
     for d in dims:
