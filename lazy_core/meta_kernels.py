@@ -30,9 +30,17 @@ def _fake_quantize_cachemask(self: torch.Tensor, scale: float, zero_point: int, 
     return torch.empty_like(self), torch.empty_like(self, dtype=torch.bool)
 
 
-#: op -> its shape function on meta tensors (same arguments as the op).
+def _mvlgamma(self: torch.Tensor, p: int) -> torch.Tensor:
+    """Its Meta kernel skips the CPU kernel's ``p >= 1`` check: ``mvlgamma(x, 0)`` read 0."""
+    _checked_on_empty(aten.mvlgamma.default, self, p)
+    return aten.mvlgamma.default(self, p)
+
+
+#: op -> its shape function on meta tensors (same arguments as the op). Also ops whose Meta
+#: kernel misses an argument check of the CPU kernel.
 MISSING: dict[Any, Callable[..., Any]] = {
     aten.fake_quantize_per_tensor_affine_cachemask.default: _fake_quantize_cachemask,
+    aten.mvlgamma.default: _mvlgamma,
 }
 
 

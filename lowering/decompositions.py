@@ -24,7 +24,17 @@ from torch.fx import Node as FxNode
 
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
-from . import convolutions, embedding_bag, gathers, quantized, tanh, trig, vjp
+from . import (
+    convolutions,
+    embedding_bag,
+    empty_contractions,
+    gamma,
+    gathers,
+    quantized,
+    tanh,
+    trig,
+    vjp,
+)
 from .binary_search import bucketize, searchsorted
 from .cumulative_extrema import cummax, cummaxmin_backward, cummin
 from .distances import cdist_backward, cdist_forward
@@ -120,6 +130,10 @@ _VIEW_COPIES = {
     aten.unsqueeze_copy.default: aten.unsqueeze.default,
     aten.view_copy.default: aten.view.default,
     aten.split_with_sizes_copy.default: aten.split_with_sizes.default,
+    aten.split_copy.Tensor: lambda x, size, dim=0: [x.narrow(dim, i, min(size, x.shape[dim] - i))
+                                                    for i in range(0, max(x.shape[dim], 1), max(size, 1))],
+    # One select per index: torch-mlir's own expansion of ``unbind`` left its indices unlowered.
+    aten.unbind_copy.int: lambda x, dim=0: [x.select(dim, i) for i in range(x.shape[dim])],
     aten.detach_copy.default: aten.detach.default,
 }
 
@@ -546,6 +560,12 @@ DECOMPOSED_OPS = (
     aten._cdist_forward.default, aten._cdist_backward.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
+    # ``lgamma`` and ``digamma`` (lowering/gamma.py): no torch-dialect op; torch.distributions'
+    # Gamma, Beta, Dirichlet and StudentT log-probabilities, and lgamma's gradient, ran eagerly.
+    aten.lgamma.default, aten.digamma.default, aten.mvlgamma.default,
+    # Matrix products with an empty contracted dimension (lowering/empty_contractions.py): IREE
+    # crashed compiling them (_ONLY_WHEN for those that lower as they are otherwise).
+    aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -1876,6 +1896,12 @@ def _table() -> dict[Any, Callable]:
     table[aten._embedding_bag_backward.default] = embedding_bag.embedding_bag_backward
     table[aten._embedding_bag_per_sample_weights_backward.default] = embedding_bag.per_sample_weights_backward
     table.update(_nan_table())
+    table[aten.lgamma.default] = gamma.lgamma
+    table[aten.digamma.default] = gamma.digamma
+    table[aten.mvlgamma.default] = gamma.mvlgamma
+    for op in empty_contractions.OPS:  # mm, bmm, mv, dot: only the empty form (_ONLY_WHEN)
+        only_empty = op in (aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default)
+        table[op] = empty_contractions.decomposition(op, None if only_empty else table[op])
     return table
 
 
@@ -1911,8 +1937,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.div.Scalar_mode: _floor_division,
     aten.add.Tensor: _bool_plus_bool,
     aten.add.Scalar: _bool_plus_bool,
-    aten.addmm.default: _zero_scale,
-    aten.baddbmm.default: _zero_scale,  # addbmm: always (no lowering)
+    # addmm, baddbmm: below (also with an empty contraction); addbmm: always (no lowering)
     aten.isin.Tensor_Tensor: _small_isin_table,
     aten.isin.Tensor_Scalar: _small_isin_table,
     aten._softmax.default: _zero_dim_input,
@@ -1960,6 +1985,10 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._embedding_bag_per_sample_weights_backward.default: _plain_embedding_bag,
     **dict.fromkeys(_MEDIANS, _nonempty_median),
     aten.kthvalue.default: _kthvalue_in_range,
+    **dict.fromkeys((aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default),
+                    empty_contractions.applies),
+    aten.addmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
+    aten.baddbmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
 }
 
 

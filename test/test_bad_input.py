@@ -584,3 +584,17 @@ def test_searchsorted_sorter_out_of_range_raises_like_eager(backend_name: str) -
             torch.searchsorted(seq, values, sorter=torch.tensor(sorter))
         with pytest.raises(RuntimeError, match="sorter index out of range"):
             torch.searchsorted(seq.to("lazy"), values.to("lazy"), sorter=torch.tensor(sorter).to("lazy")).cpu()
+
+
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_mvlgamma_order_below_one_raises_at_the_call_like_eager(backend_name: str) -> None:
+    """``mvlgamma(x, 0)`` compiles through lowering/gamma.py now; its Meta kernel skips the CPU
+    kernel's ``p >= 1`` check, so the lazy call returned 0 until the tracer ran that check
+    (``meta_kernels.MISSING``). Found before it landed."""
+    use_backend(backend_name)
+    for call in (lambda t: torch.mvlgamma(t, 0), lambda t: t.clone().mvlgamma_(-1),
+                 lambda t: torch.special.multigammaln(t, 0)):
+        with pytest.raises(RuntimeError, match="p has to be greater than or equal to 1"):
+            call(torch.tensor([3.0]))
+        with pytest.raises(RuntimeError, match="p has to be greater than or equal to 1"):
+            call(torch.tensor([3.0]).to("lazy"))  # no read: the call raises

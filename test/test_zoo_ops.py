@@ -516,7 +516,8 @@ def _opinfo_sweep_forms() -> dict[str, object]:
             torch.transpose_copy(img.to(d), 1, -1).flatten(), torch.unsqueeze_copy(x.to(d), -1).flatten(),
             torch.squeeze_copy(x[:1].to(d), 0), torch.unfold_copy(x.to(d), 1, 2, 1).flatten(),
             torch.alias_copy(x.to(d)).flatten(),
-            *[t.flatten() for t in torch.split_with_sizes_copy(x.to(d), [1, 3], 1)]]),
+            *[t.flatten() for t in torch.split_with_sizes_copy(x.to(d), [1, 3], 1)],
+            *torch.unbind_copy(x.to(d), 1), *[t.flatten() for t in torch.split_copy(x.to(d), 2)]]),
         # A later sweep (this session's second): ran eagerly, or failed to compile.
         "addmv": lambda d: torch.addmv(y[:, 0].to(d), x.to(d), y[0].to(d), beta=0.5, alpha=2.5),
         "addmv beta 0, alpha 0": lambda d: torch.stack([
@@ -808,3 +809,80 @@ def test_grouped_convolution_weight_gradient_matches_eager(name: str, kw: dict,
         assert _fallbacks(), metrics.counters()
     else:
         assert not _fallbacks(), _fallbacks()
+
+
+def test_products_over_an_empty_dimension_compile_and_match_eager(compiling: str) -> None:
+    """``mm`` of a [2, 0] and a [0, 3] matrix (zeros), ``vdot`` of empty vectors, ``F.linear`` of an
+    input with no features: IREE crashed compiling such a contraction (SIGFPE in
+    AnnotateDispatchesPass, the OpInfo samples of ``mm``, ``linalg.vecdot``, ``multi_dot``) and the
+    graph ran op by op. lowering/empty_contractions.py writes them without the product; the scaled
+    forms keep eager's rules (``beta = 0`` drops a NaN ``self``, ``alpha`` is not read)."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 0), torch.randn(0, 3)
+    nan_self = torch.full((2, 3), float("nan"))
+    forms = {
+        "mm": lambda t: t["a"] @ t["b"],
+        "bmm": lambda t: torch.bmm(t["a"].expand(4, 2, 0), t["b"].expand(4, 0, 3)),
+        "mv": lambda t: torch.mv(t["a"], t["v"]),
+        "dot": lambda t: torch.dot(t["v"], t["v"]),
+        "vecdot": lambda t: torch.linalg.vecdot(t["v"], t["v"]),
+        "multi_dot": lambda t: torch.linalg.multi_dot([t["b"].t(), t["a"].t(), t["x"]]),
+        "einsum": lambda t: torch.einsum("ij,jk->ik", t["a"], t["b"]),
+        "addmm": lambda t: torch.addmm(t["s"], t["a"], t["b"], beta=0.5, alpha=float("inf")),
+        "addmm_beta0": lambda t: torch.addmm(t["nan"], t["a"], t["b"], beta=0),
+        "addmv": lambda t: torch.addmv(t["s"][:, 0], t["a"], t["v"], beta=2),
+        "baddbmm": lambda t: torch.baddbmm(t["s"], t["a"].expand(4, 2, 0), t["b"].expand(4, 0, 3)),
+        "addbmm": lambda t: torch.addbmm(t["s"], t["a"].expand(4, 2, 0), t["b"].expand(4, 0, 3), beta=3),
+        "linear": lambda t: torch.nn.functional.linear(t["a"], t["b"].t(), t["s"][0]),
+    }
+    inputs = {"a": a, "b": b, "v": torch.randn(0), "x": torch.randn(2, 5, generator=g),
+              "s": torch.randn(2, 3, generator=g), "nan": nan_self}
+    on_lazy = {k: v.to("lazy") for k, v in inputs.items()}
+    for name, form in forms.items():
+        want = form(inputs)
+        got = form(on_lazy).cpu()
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        torch.testing.assert_close(got, want, equal_nan=True, msg=name)
+    assert _fallbacks() == {}
+    # and their gradients: zero-sized for the operands, the bias's is the output's
+    w = torch.randn(3, 0, generator=g)
+    grads = {}
+    for device in ("cpu", "lazy"):
+        x0, w0, bias = (t.clone().to(device).requires_grad_() for t in (a, w, inputs["s"][0]))
+        (torch.nn.functional.linear(x0, w0, bias) * 2).sum().backward()
+        grads[device] = [t.grad.cpu() for t in (x0, w0, bias)]
+    torch.testing.assert_close(grads["lazy"], grads["cpu"])
+    assert _fallbacks() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_lgamma_digamma_mvlgamma_compile_with_eagers_special_values(compiling: str, dtype: torch.dtype) -> None:
+    """No torch-mlir lowering: every graph with ``lgamma`` (torch.distributions' Gamma, Beta,
+    Dirichlet, StudentT log-probabilities) or ``digamma`` (lgamma's gradient, their entropies)
+    was cut there and ran the op eagerly. lowering/gamma.py: poles, signed zeros, infinities and
+    NaN as eager gives them, the rest within float tolerance."""
+    g = torch.Generator().manual_seed(0)
+    special = torch.tensor([0.0, -0.0, -1.0, -2.0, -2.5, 1.0, 2.0, math.inf, -math.inf, math.nan, 1e-30, -1e-30,
+                            1e30, -1e30, 1.4616321, 0.5, -0.5, -3.7, 100.5, -100.5, 1e7 + 0.5], dtype=dtype)
+    x = torch.cat([special, torch.randn(500, generator=g, dtype=dtype) * 5,
+                   torch.rand(500, generator=g, dtype=dtype) * 3, torch.randn(50, generator=g, dtype=dtype) * 1e4])
+    for name, fn in {"lgamma": torch.lgamma, "digamma": torch.digamma, "gammaln": torch.special.gammaln,
+                     "mvlgamma": lambda t: torch.mvlgamma(t.abs() + 2, 3),
+                     "int lgamma": lambda t: torch.lgamma(t.clamp(-50, 50).to(torch.int64))}.items():
+        want, got = fn(x), fn(x.to("lazy")).cpu()
+        assert got.dtype == want.dtype, name
+        torch.testing.assert_close(got, want, equal_nan=True, msg=name)
+        inf = torch.isinf(want)
+        assert torch.equal(got[inf], want[inf]), name  # poles and signs exactly
+    results = {}
+    for device in ("cpu", "lazy"):
+        conc = torch.tensor([0.7, 2.0, 5.5], dtype=dtype, device=device).requires_grad_()
+        rate = torch.tensor([1.0, 0.5, 3.0], dtype=dtype, device=device)
+        value = torch.tensor([0.2, 1.5, 4.0], dtype=dtype, device=device)
+        beta = torch.distributions.Beta(conc, rate, validate_args=False)  # validation reads the values
+        gamma = torch.distributions.Gamma(conc, rate, validate_args=False)
+        loss = gamma.log_prob(value).sum() + beta.log_prob(value / 5).sum()
+        loss.backward()  # (entropy's gradient needs polygamma(1, x): not compiled yet)
+        results[device] = (loss.detach().cpu(), conc.grad.cpu(), beta.entropy().detach().cpu())
+    torch.testing.assert_close(results["lazy"], results["cpu"])
+    assert _fallbacks() == {}
