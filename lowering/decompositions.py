@@ -560,6 +560,12 @@ DECOMPOSED_OPS = (
     aten._cdist_forward.default, aten._cdist_backward.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
+    # Replication padding with a negative amount (eager crops): torch-mlir's lowering failed to
+    # compile it (_ONLY_WHEN; lowering/gathers.py).
+    aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default,
+    # Their backwards: no torch-dialect op (every replicate-padded training step ran them eagerly).
+    aten.replication_pad1d_backward.default, aten.replication_pad2d_backward.default,
+    aten.replication_pad3d_backward.default,
     # ``lgamma`` and ``digamma`` (lowering/gamma.py): no torch-dialect op; torch.distributions'
     # Gamma, Beta, Dirichlet and StudentT log-probabilities, and lgamma's gradient, ran eagerly.
     aten.lgamma.default, aten.digamma.default, aten.mvlgamma.default,
@@ -1896,6 +1902,10 @@ def _table() -> dict[Any, Callable]:
     table[aten._embedding_bag_backward.default] = embedding_bag.embedding_bag_backward
     table[aten._embedding_bag_per_sample_weights_backward.default] = embedding_bag.per_sample_weights_backward
     table.update(_nan_table())
+    for op in (aten.replication_pad1d, aten.replication_pad2d, aten.replication_pad3d):
+        table[op.default] = gathers.replication_pad
+    for op in (aten.replication_pad1d_backward, aten.replication_pad2d_backward, aten.replication_pad3d_backward):
+        table[op.default] = gathers.replication_pad_backward
     table[aten.lgamma.default] = gamma.lgamma
     table[aten.digamma.default] = gamma.digamma
     table[aten.mvlgamma.default] = gamma.mvlgamma
@@ -1987,6 +1997,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.kthvalue.default: _kthvalue_in_range,
     **dict.fromkeys((aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default),
                     empty_contractions.applies),
+    **dict.fromkeys((aten.replication_pad1d.default, aten.replication_pad2d.default,
+                     aten.replication_pad3d.default), lambda node: any(p < 0 for p in node.args[1])),
     aten.addmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
     aten.baddbmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
 }

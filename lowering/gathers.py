@@ -90,6 +90,32 @@ def reflection_pad(x: torch.Tensor, padding: Any) -> torch.Tensor:
     return x
 
 
+def replication_pad(x: torch.Tensor, padding: Any) -> torch.Tensor:
+    """``replication_pad1d``/``2d``/``3d`` with a negative amount (eager crops that side): output
+    position ``j`` of a dim reads input ``clamp(j - left, 0, n - 1)``, whatever the signs.
+    torch-mlir's lowering failed to compile any negative amount."""
+    for k in range(len(padding) // 2):
+        dim = x.dim() - 1 - k
+        x = x.index_select(dim, _replicated(x.shape[dim], padding[2 * k], padding[2 * k + 1], x.device))
+    return x
+
+
+def _replicated(n: int, left: int, right: int, device: Any) -> torch.Tensor:
+    """The input position each output position of a replication-padded dim reads."""
+    return (torch.arange(n + left + right, device=device) - left).clamp(0, n - 1)
+
+
+def replication_pad_backward(grad: torch.Tensor, x: torch.Tensor, padding: Any) -> torch.Tensor:
+    """The adjoint of ``replication_pad``: each position's gradient added to the input position it
+    read. No torch-dialect op: every replicate-padded training step ran it eagerly."""
+    for k in range(len(padding) // 2):
+        dim = x.dim() - 1 - k
+        shape = list(grad.shape)
+        shape[dim] = x.shape[dim]
+        grad = _add_at(shape, dim, _replicated(x.shape[dim], padding[2 * k], padding[2 * k + 1], grad.device), grad)
+    return grad
+
+
 def reflection_pad_backward(grad: torch.Tensor, x: torch.Tensor, padding: Any) -> torch.Tensor:
     """The adjoint of ``reflection_pad``: each padded position's gradient added to its source."""
     for k in range(len(padding) // 2):

@@ -886,3 +886,24 @@ def test_lgamma_digamma_mvlgamma_compile_with_eagers_special_values(compiling: s
         results[device] = (loss.detach().cpu(), conc.grad.cpu(), beta.entropy().detach().cpu())
     torch.testing.assert_close(results["lazy"], results["cpu"])
     assert _fallbacks() == {}
+
+
+def test_replicate_padding_with_negative_amounts_and_its_gradient_compile(compiling: str) -> None:
+    """``F.pad(x, (-4, 5, 0, 0), mode="replicate")`` (eager crops a negative side, and reads the
+    clamped edge) failed to compile in torch-mlir's lowering (the OpInfo sweep's
+    ``pad.replicate_negative``), and ``replication_pad*d_backward`` has no torch-dialect op, so
+    every replicate-padded training step ran it eagerly. Both are gathers and scatter-adds of
+    clamped positions now (lowering/gathers.py)."""
+    g = torch.Generator().manual_seed(0)
+    for shape, pad in [((5, 3, 4, 4), (-4, 5, 0, 0)), ((2, 3, 4, 4), (5, -2, -1, 3)), ((2, 3, 4, 4), (1, 2, 3, 1)),
+                       ((2, 3, 5), (2, -1)), ((1, 2, 3, 4, 5), (-1, 2, 1, -2, 0, 1))]:
+        x = torch.randn(shape, generator=g)
+        w = torch.randn(torch.nn.functional.pad(x, pad, mode="replicate").shape, generator=g)
+        results = {}
+        for device in ("cpu", "lazy"):
+            t = x.clone().to(device).requires_grad_()
+            y = torch.nn.functional.pad(t, pad, mode="replicate")
+            (y * w.to(device)).sum().backward()
+            results[device] = (y.detach().cpu(), t.grad.cpu())
+        torch.testing.assert_close(results["lazy"], results["cpu"], msg=str(pad))
+    assert _fallbacks() == {}
