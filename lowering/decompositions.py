@@ -25,6 +25,7 @@ from torch.fx import Node as FxNode
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from . import (
+    avg_pooling,
     convolutions,
     embedding_bag,
     empty_contractions,
@@ -560,6 +561,10 @@ DECOMPOSED_OPS = (
     aten._cdist_forward.default, aten._cdist_backward.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
+    # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
+    # torch-mlir's lowering for many shapes (a wrong value for an 8 x 8 input and a 7 x 7 window,
+    # compile errors for others).
+    aten.avg_pool2d.default, aten.avg_pool3d.default,
     # Replication padding with a negative amount (eager crops): torch-mlir's lowering failed to
     # compile it (_ONLY_WHEN; lowering/gathers.py).
     aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default,
@@ -1902,6 +1907,8 @@ def _table() -> dict[Any, Callable]:
     table[aten._embedding_bag_backward.default] = embedding_bag.embedding_bag_backward
     table[aten._embedding_bag_per_sample_weights_backward.default] = embedding_bag.per_sample_weights_backward
     table.update(_nan_table())
+    for op in (aten.avg_pool2d.default, aten.avg_pool3d.default):
+        table[op] = avg_pooling.avg_pool(op)
     for op in (aten.replication_pad1d, aten.replication_pad2d, aten.replication_pad3d):
         table[op.default] = gathers.replication_pad
     for op in (aten.replication_pad1d_backward, aten.replication_pad2d_backward, aten.replication_pad3d_backward):

@@ -1,0 +1,87 @@
+"""Average pooling as eager's CPU kernel computes it: a sum over each window, then a divide.
+
+IREE 3.13 miscompiles torch-mlir's average pooling for many shapes: ``avg_pool2d`` of an
+8 x 8 input with a 7 x 7 window gave 24 where eager gives 27, and a 3 x 4 input with a 2 x 2
+window, a single window over a padded dim, or ``ceil_mode`` with a stride past the window
+failed to compile ("inferred input/output operand #1 has shape's dimension #0 to be 3, but
+found 2"), so the graph ran op by op. Here the pooling is ``kernel`` strided slices of the
+zero-padded input added in the order eager's loop adds them (row-major within the window; a
+zero sum made +0.0, as eager's from 0.0; float32 for half precision), divided by eager's
+divisor: the window size clipped to the padded input (``count_include_pad``), or to the input,
+or ``divisor_override``. Plain elementwise work, the same on every backend.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+__all__ = ["avg_pool"]
+
+
+def _expand(v: Any, n: int) -> list[int]:
+    if isinstance(v, int):
+        return [v] * n
+    v = list(v)
+    return v * n if len(v) == 1 else v
+
+
+def _output_size(n: int, k: int, s: int, p: int, ceil_mode: bool) -> int:
+    """ATen's ``pooling_output_shape`` (dilation 1)."""
+    out = (n + 2 * p - k + ((s - 1) if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _divisor(n: int, k: int, s: int, p: int, out: int, include_pad: bool, device: Any) -> torch.Tensor:
+    """Per output position of one dim: the cells its window counts."""
+    start = torch.arange(out, device=device) * s - p
+    end = torch.clamp(start + k, max=n + p)
+    if include_pad:
+        return end - start
+    return torch.clamp(end, max=n) - torch.clamp(start, min=0)
+
+
+def avg_pool(op: Any) -> Any:
+    """The decomposition of ``op`` (``avg_pool2d`` or ``avg_pool3d``)."""
+    dims = 3 if "3d" in str(op) else 2
+
+    def decomposed(x: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
+                   ceil_mode: bool = False, count_include_pad: bool = True,
+                   divisor_override: Any = None) -> torch.Tensor:
+        k = _expand(kernel_size, dims)
+        s = _expand(stride, dims) if stride else k
+        p = _expand(padding, dims)
+        sizes = list(x.shape[-dims:])
+        out = [_output_size(n, k[i], s[i], p[i], ceil_mode) for i, n in enumerate(sizes)]
+        work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        # Zeros around, and past the end as far as a ceil_mode window reaches.
+        pads: list[int] = []
+        for i in reversed(range(dims)):
+            reach = (out[i] - 1) * s[i] + k[i]
+            pads += [p[i], max(p[i], reach - sizes[i] - p[i])]
+        padded = torch.nn.functional.pad(work, pads) if any(pads) else work
+        lead = (slice(None),) * (x.dim() - dims)
+        total = None
+        for offsets in itertools.product(*(range(kk) for kk in k)):
+            window = padded[lead + tuple(slice(o, o + (out[i] - 1) * s[i] + 1, s[i]) for i, o in enumerate(offsets))]
+            total = window if total is None else total + window
+        # Eager's sum starts from 0.0, so a window of -0.0s sums to +0.0. A select, not ``0.0 + x``:
+        # lavapipe's shader compiler drops an added constant zero (backends/iree/miscompiles.py).
+        total = torch.where(total == 0, torch.zeros_like(total), total)
+        if divisor_override:
+            divisor = torch.full((), divisor_override, dtype=torch.int64, device=x.device)
+        else:
+            divisor = None
+            for i in range(dims):
+                d = _divisor(sizes[i], k[i], s[i], p[i], out[i], count_include_pad, x.device)
+                d = d.view([-1] + [1] * (dims - 1 - i))
+                divisor = d if divisor is None else divisor * d
+        if not total.dtype.is_floating_point:  # integer pooling: C's truncating division, as eager
+            return torch.div(total, divisor, rounding_mode="trunc").to(x.dtype)
+        return (total / divisor.to(total.dtype)).to(x.dtype)
+
+    return decomposed
