@@ -2101,3 +2101,29 @@ def test_bucketize_with_boundaries_ending_in_nan_is_eagers_binary_search(name: s
         (torch.cummax(t, 1).values * torch.arange(6.0, device=t.device)).sum().backward()
         grads.append(t.grad.cpu())
     torch.testing.assert_close(grads[1], grads[0])
+
+
+_DUPLICATE_RESULT = ("IREE 3.13 folds where(c, x, where(c, x, sin(x))) into the inner where, so one dispatch "
+                     "region returns that value twice, and removing the duplicate result maps its uses to "
+                     "result 0 (sin(x)) instead: a wrong value, not worked around yet")
+
+
+@pytest.mark.parametrize("name", on_backends(iree_cpu=_DUPLICATE_RESULT, iree_vulkan=_DUPLICATE_RESULT))
+def test_fuzz_seed_4601_two_outputs_iree_folds_into_one_keep_their_values(name):
+    """iree-vulkan fuzz seed 4601 p1320 (and iree-cpu): ``v4 = where(v0 > 0, v0, sin(v0))`` and
+    ``v6 = where(v0 > 0, v0, v4)`` returned with ``sin(v0)``: ``v6`` came back as ``sin(v0)``
+    where ``v0 > 0``. Each output alone, or any two of them, are right. The IR phase where it goes
+    wrong is IREE's dispatch creation (flow.dispatch.region results deduplicated to the wrong
+    index), after every phase lazy-mlir can check: open, strict xfail on IREE, so a fixed IREE
+    or a workaround shows up."""
+    use_backend(name)
+
+    def program(d):
+        v0 = torch.tensor([-0.25, -2.35, 0.67, -math.inf], device=d)
+        v2 = v0.sin()
+        v4 = torch.where(v0 > 0, v0, v2)
+        v6 = torch.where(v0 > 0, v0, v4)
+        return [v2, v4, v6]
+
+    for got, want in zip([t.cpu() for t in program("lazy")], program("cpu")):
+        torch.testing.assert_close(got, want, equal_nan=True)
