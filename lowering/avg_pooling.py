@@ -8,7 +8,8 @@ found 2"), so the graph ran op by op. Here the pooling is ``kernel`` strided sli
 zero-padded input added in the order eager's loop adds them (row-major within the window; a
 zero sum made +0.0, as eager's from 0.0; float32 for half precision), divided by eager's
 divisor: the window size clipped to the padded input (``count_include_pad``), or to the input,
-or ``divisor_override``. Plain elementwise work, the same on every backend.
+or ``divisor_override``. Plain elementwise work, the same on every backend. Windows of more
+than ``MAX_WINDOW`` elements keep torch-mlir's lowering (IREE's fault may remain there).
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["avg_pool"]
+__all__ = ["avg_pool", "small_window"]
+
+#: The largest window (elements) summed slice by slice; larger ones keep torch-mlir's lowering.
+MAX_WINDOW = 64
 
 
 def _expand(v: Any, n: int) -> list[int]:
@@ -43,6 +47,16 @@ def _divisor(n: int, k: int, s: int, p: int, out: int, include_pad: bool, device
     if include_pad:
         return end - start
     return torch.clamp(end, max=n) - torch.clamp(start, min=0)
+
+
+def small_window(node: Any) -> bool:
+    """Whether an ``avg_pool2d``/``avg_pool3d`` node's window has at most ``MAX_WINDOW`` elements
+    (one strided slice each; a 10000-wide window would be 10000 of them)."""
+    dims = 3 if "3d" in str(node.op) else 2
+    volume = 1
+    for k in _expand(node.args[1], dims):
+        volume *= k
+    return volume <= MAX_WINDOW
 
 
 def avg_pool(op: Any) -> Any:

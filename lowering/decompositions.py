@@ -563,7 +563,7 @@ DECOMPOSED_OPS = (
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
     # torch-mlir's lowering for many shapes (a wrong value for an 8 x 8 input and a 7 x 7 window,
-    # compile errors for others).
+    # compile errors for others). Windows of at most 64 elements (_ONLY_WHEN).
     aten.avg_pool2d.default, aten.avg_pool3d.default,
     # Replication padding with a negative amount (eager crops): torch-mlir's lowering failed to
     # compile it (_ONLY_WHEN; lowering/gathers.py).
@@ -2004,6 +2004,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.kthvalue.default: _kthvalue_in_range,
     **dict.fromkeys((aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default),
                     empty_contractions.applies),
+    # One strided slice per window position: not for huge windows (a 10000-wide pooling).
+    **dict.fromkeys((aten.avg_pool2d.default, aten.avg_pool3d.default), avg_pooling.small_window),
     **dict.fromkeys((aten.replication_pad1d.default, aten.replication_pad2d.default,
                      aten.replication_pad3d.default), lambda node: any(p < 0 for p in node.args[1])),
     aten.addmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
