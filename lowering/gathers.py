@@ -105,25 +105,26 @@ def _replicated(n: int, left: int, right: int, device: Any) -> torch.Tensor:
     return (torch.arange(n + left + right, device=device) - left).clamp(0, n - 1)
 
 
-def replication_pad_backward(grad: torch.Tensor, x: torch.Tensor, padding: Any) -> torch.Tensor:
-    """The adjoint of ``replication_pad``: each position's gradient added to the input position it
-    read. No torch-dialect op: every replicate-padded training step ran it eagerly."""
+def _pad_backward(grad: torch.Tensor, x: torch.Tensor, padding: Any, positions: Any) -> torch.Tensor:
+    """The adjoint of a padding whose output positions read input ``positions(n, left, right,
+    device)`` along each padded dim: each position's gradient added to the input it read."""
     for k in range(len(padding) // 2):
         dim = x.dim() - 1 - k
         shape = list(grad.shape)
         shape[dim] = x.shape[dim]
-        grad = _add_at(shape, dim, _replicated(x.shape[dim], padding[2 * k], padding[2 * k + 1], grad.device), grad)
+        grad = _add_at(shape, dim, positions(x.shape[dim], padding[2 * k], padding[2 * k + 1], grad.device), grad)
     return grad
+
+
+def replication_pad_backward(grad: torch.Tensor, x: torch.Tensor, padding: Any) -> torch.Tensor:
+    """The adjoint of ``replication_pad``. No torch-dialect op: every replicate-padded training
+    step ran it eagerly."""
+    return _pad_backward(grad, x, padding, _replicated)
 
 
 def reflection_pad_backward(grad: torch.Tensor, x: torch.Tensor, padding: Any) -> torch.Tensor:
     """The adjoint of ``reflection_pad``: each padded position's gradient added to its source."""
-    for k in range(len(padding) // 2):
-        dim = x.dim() - 1 - k
-        shape = list(grad.shape)
-        shape[dim] = x.shape[dim]
-        grad = _add_at(shape, dim, _reflected(x.shape[dim], padding[2 * k], padding[2 * k + 1], grad.device), grad)
-    return grad
+    return _pad_backward(grad, x, padding, _reflected)
 
 
 def _addresses(x: torch.Tensor, size: list[int], stride: list[int], offset: int | None) -> torch.Tensor:
