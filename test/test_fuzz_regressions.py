@@ -2103,19 +2103,14 @@ def test_bucketize_with_boundaries_ending_in_nan_is_eagers_binary_search(name: s
     torch.testing.assert_close(grads[1], grads[0])
 
 
-_DUPLICATE_RESULT = ("IREE 3.13 folds where(c, x, where(c, x, sin(x))) into the inner where, so one dispatch "
-                     "region returns that value twice, and removing the duplicate result maps its uses to "
-                     "result 0 (sin(x)) instead: a wrong value, not worked around yet")
-
-
-@pytest.mark.parametrize("name", on_backends(iree_cpu=_DUPLICATE_RESULT, iree_vulkan=_DUPLICATE_RESULT))
+@pytest.mark.parametrize("name", on_backends())
 def test_fuzz_seed_4601_two_outputs_iree_folds_into_one_keep_their_values(name):
     """iree-vulkan fuzz seed 4601 p1320 (and iree-cpu): ``v4 = where(v0 > 0, v0, sin(v0))`` and
     ``v6 = where(v0 > 0, v0, v4)`` returned with ``sin(v0)``: ``v6`` came back as ``sin(v0)``
-    where ``v0 > 0``. Each output alone, or any two of them, are right. The IR phase where it goes
-    wrong is IREE's dispatch creation (flow.dispatch.region results deduplicated to the wrong
-    index), after every phase lazy-mlir can check: open, strict xfail on IREE, so a fixed IREE
-    or a workaround shows up."""
+    where ``v0 > 0``. IREE 3.13 folds ``v6`` into ``v4`` inside one dispatch region and then
+    replaces the duplicate result by the region's first one (``sin(v0)``);
+    backends/iree/region_results.py sees the duplicate and compiles the graph again with each
+    output behind a barrier, so on IREE it still runs as one compiled graph."""
     use_backend(name)
 
     def program(d):
@@ -2127,3 +2122,5 @@ def test_fuzz_seed_4601_two_outputs_iree_folds_into_one_keep_their_values(name):
 
     for got, want in zip([t.cpu() for t in program("lazy")], program("cpu")):
         torch.testing.assert_close(got, want, equal_nan=True)
+    if name.startswith("iree"):  # compiled (strict mode), the second time with its outputs apart
+        assert lazy_core.metrics.counter("iree_outputs_kept_apart") == 1, lazy_core.metrics.counters()

@@ -66,6 +66,7 @@ from . import (
     dtypes,
     fused_reductions,
     miscompiles,
+    region_results,
     rewrites,
     sign_extensions,
     transfer,
@@ -539,7 +540,7 @@ _ARTIFACT_FORMAT = "iree-artifact-5"
 #: The sources of the rules whose answers are cached with each vmfb (which
 #: arguments compiled code may write; which donations are safe; how the
 #: text is rewritten for IREE): editing one invalidates old entries by itself.
-_RULES = (aliasing, donation, rewrites, miscompiles, fused_reductions, barriers, sign_extensions)
+_RULES = (aliasing, donation, rewrites, miscompiles, fused_reductions, barriers, sign_extensions, region_results)
 _RULES_DIGEST = hashlib.sha256("".join(inspect.getsource(m) for m in _RULES).encode()).hexdigest()[:16]
 
 

@@ -26,6 +26,7 @@ from .barriers import ExpansionFailed
 from .config import IreeConfig
 from .fused_reductions import fused_reduction_races, isolate_reductions
 from .miscompiles import refusal
+from .region_results import misrouted_duplicates, outputs_behind_barriers, print_flags, read_printed
 from .sign_extensions import cloned_sign_extensions, isolate_sign_extensions
 
 # "file:line:col: error: message" as iree-compile prints diagnostics, or the raw MLIR form.
@@ -78,8 +79,9 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
     try:
         with metrics.timed(f"iree_compile:{config.target.target_backend}"):
             spirv = config.target.target_backend == "vulkan-spirv"
-            wanted = ("flow", "executable-configurations", "global-optimization") if spirv else ("flow",)
+            wanted = ("flow", "global-optimization") + (("executable-configurations",) if spirv else ())
             vmfb, phases = _compile_with_phases(ic, mlir, input_type(form), backends, flags, wanted)
+            before_dispatch = phases.get("global-optimization", "")
             races, extensions = _spirv_hazards(phases) if spirv else ([], [])
             first_flow = ""
             if races or extensions:
@@ -102,9 +104,25 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                     vmfb, phases = _compile_with_phases(
                         ic, isolated, input_type(form), backends, flags + ["--compile-from=global-optimization"],
                         wanted)
+                    before_dispatch = isolated
                     races, extensions = _spirv_hazards(phases)
+            misrouted = misrouted_duplicates(phases.get(_REGIONS, ""))
+            kept_apart = outputs_behind_barriers(before_dispatch) if misrouted and before_dispatch else None
+            if kept_apart is not None:
+                # Compile again from before dispatch formation, each output behind a barrier.
+                metrics.counter_add("iree_outputs_kept_apart")
+                vmfb, phases = _compile_with_phases(
+                    ic, kept_apart, input_type(form), backends, flags + ["--compile-from=global-optimization"],
+                    wanted)
+                races, extensions = _spirv_hazards(phases) if spirv else ([], [])
+                misrouted = misrouted_duplicates(phases.get(_REGIONS, ""))
             refused = refusal(phases.get("flow", ""), config.target.target_backend, tuple(config.compile_flags),
                               first_flow)
+            if refused is None and misrouted:
+                refused = ("iree_refused_misrouted_result",
+                           "a dispatch region returning one value twice, not as its first result: IREE 3.13 "
+                           "replaces the duplicate by the region's first result, a wrong value, so the graph is "
+                           "not compiled", "\n".join(misrouted))
             if refused is None and races:
                 refused = ("iree_refused_fused_reduction",
                            "ops fused in one SPIR-V dispatch that IREE 3.13 spreads over threads each on its own "
@@ -156,20 +174,26 @@ def _spirv_hazards(phases: dict[str, str]) -> tuple[list[str], list[str]]:
 
 def _compile_with_phases(ic, mlir: str, kind: str, backends: list[str],  # noqa: ANN001 - iree.compiler
                          flags: list[str], wanted: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
-    """The vmfb and, by phase name, the IR iree-compile wrote after the ``wanted`` phases.
+    """The vmfb and, by phase name, the IR iree-compile wrote after the ``wanted`` phases, and
+    under ``_REGIONS`` the IR after dispatch regions take their producers (region_results.py).
 
     One iree-compile process that also writes its phases' IR, which is checked
     for code IREE turns into wrong values (miscompiles.py, fused_reductions.py).
     (Two processes split at --compile-to=flow cost a second tool start per graph.)"""
     with tempfile.TemporaryDirectory(prefix="lazy-iree-phases-") as tmp:
+        tree = os.path.join(tmp, "regions")
         vmfb = ic.compile_str(mlir, input_type=kind, target_backends=backends,
-                              extra_args=flags + [f"--dump-compilation-phases-to={tmp}"])
-        phases = {}
+                              extra_args=flags + [f"--dump-compilation-phases-to={tmp}", *print_flags(tree)])
+        phases = {_REGIONS: read_printed(tree)}
         for name in os.listdir(tmp):  # <source>.<n>.<phase>.mlir
             parts = name.split(".")
             if len(parts) >= 3 and parts[-1] == "mlir" and parts[-2] in wanted:
                 phases[parts[-2]] = _read(os.path.join(tmp, name))
         return vmfb, phases
+
+
+#: The key of ``_compile_with_phases``'s result holding the dispatch regions' IR.
+_REGIONS = "dispatch-regions"
 
 
 def _read(path: str) -> str:
