@@ -1948,6 +1948,28 @@ def test_fuzz_seeds_4302_4303_adding_a_constant_zero_keeps_ieee_signs(name, monk
         assert torch.equal(torch.signbit(got)[keep], torch.signbit(want)[keep]), (what, got, want)
 
 
+@pytest.mark.parametrize("name", _refused_on_vulkan())
+def test_fuzz_seed_4601_times_a_self_comparison_keeps_the_sign_of_zero(name, monkeypatch) -> None:
+    """iree-vulkan fuzz seed 4601: ``torch.mul(v0 < v0, v0, out=v0)`` gave +0.0 for ``-2.5``
+    (eager -0.0), float32 and float64. SPIR-V code generation folds ``x < x`` to false, so
+    lavapipe sees ``x * 0.0`` and returns +0.0. The rule for constant zeros
+    (miscompiles.py, ``zero_operands_on_spirv``) now counts a converted always-false
+    self-comparison as one, and the graph is refused on lavapipe (the named fallback)."""
+    _use_refusing_backend(name, monkeypatch)
+    for dtype in (torch.float32, torch.float64):
+        x = torch.tensor([-2.5, 3.0, -0.0, float("inf"), float("nan")], dtype=dtype)
+        forms = {
+            "mul(x < x, x, out=x)": lambda t: torch.mul(t < t, t, out=t.clone()),
+            "(x > x) * x": lambda t: (t > t) * t,
+            "(x == x) * x": lambda t: (t == t) * t,
+        }
+        for what, form in forms.items():
+            got, want = form(lazy(x)).cpu(), form(x)
+            torch.testing.assert_close(got, want, equal_nan=True, msg=what)
+            keep = ~want.isnan()
+            assert torch.equal(torch.signbit(got)[keep], torch.signbit(want)[keep]), (what, dtype, got, want)
+
+
 def test_lavapipe_refuses_only_inexact_constant_zero_shortcuts() -> None:
     """The flow-phase rule (backends/iree/miscompiles.py) on IR as IREE 3.13 prints it: an
     addition of +0.0 and a +0.0 minuend are refused on lavapipe, the exact shortcuts (``x + -0.0``,

@@ -239,6 +239,21 @@ def _zero_made_positive(line: str, lines: list[str], signs: dict[str, str]) -> b
     return True
 
 
+#: A comparison of a value with itself that is false whatever the value (NaN included), and an
+#: integer-to-float conversion: SPIR-V code generation folds the comparison, so the converted
+#: value is a constant +0.0 by the time lavapipe sees ``x * float(x < x)`` (fuzz seed 4601:
+#: ``torch.mul(v0 < v0, v0, out=v0)`` lost the sign of ``-2.5 * 0``).
+_SELF_FALSE = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.cmp(?:f\s+(?:olt|ogt|one)|i\s+(?:slt|sgt|ult|ugt|ne))"
+                         r"\s*,\s*(?P<a>%[\w.$-]+)\s*,\s*(?P<b>%[\w.$-]+)\s*:", re.M)
+_TO_FLOAT = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.(?:uitofp|sitofp)\s+(?P<x>%[\w.$-]+)\s*:", re.M)
+
+
+def _derived_zeros(func: str) -> dict[str, str]:
+    """The +0.0 values of ``func`` that are a conversion of an always-false self-comparison."""
+    false = {m["name"] for m in _SELF_FALSE.finditer(func) if m["a"] == m["b"]}
+    return {m["name"]: "" for m in _TO_FLOAT.finditer(func) if m["x"] in false}
+
+
 def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
     """The lines of ``flow_ir`` that divide by a constant floating zero (and on ``lavapipe``
     multiply with one, or divide one), or by a zero splat fed to a ``linalg.generic`` (function
@@ -247,7 +262,7 @@ def zero_operands_on_spirv(flow_ir: str, lavapipe: bool = True) -> list[str]:
     found = []
     for func in _LOC.sub("", flow_ir).split("func.func ")[1:]:
         # Each zero's sign: an addition of -0.0 or a subtraction of +0.0 is exact even shortcut.
-        signs = {m.group("name"): m.group("sign") for m in _ZERO.finditer(func)}
+        signs = {m.group("name"): m.group("sign") for m in _ZERO.finditer(func)} | _derived_zeros(func)
         if not signs:
             continue
         signs |= {m.group("name"): signs[m.group("value")] for m in _ZERO_FILL.finditer(func)
