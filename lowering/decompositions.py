@@ -2005,7 +2005,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default),
                     empty_contractions.applies),
     # One strided slice per window position: not for huge windows (a 10000-wide pooling).
-    **dict.fromkeys((aten.avg_pool2d.default, aten.avg_pool3d.default), avg_pooling.small_window),
+    **dict.fromkeys((aten.avg_pool2d.default, aten.avg_pool3d.default), avg_pooling.summable_window),
     **dict.fromkeys((aten.replication_pad1d.default, aten.replication_pad2d.default,
                      aten.replication_pad3d.default), lambda node: any(p < 0 for p in node.args[1])),
     aten.addmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
