@@ -23,19 +23,14 @@ from typing import Any
 
 import torch
 
+from .pooling import per_dim
+
 __all__ = ["avg_pool", "summable_window"]
 
 #: The largest window (elements) summed slice by slice in eager's order.
 MAX_WINDOW = 64
 #: The most slices a window summed dim by dim may take; larger ones keep torch-mlir's lowering.
 MAX_SLICES = 64
-
-
-def _expand(v: Any, n: int) -> list[int]:
-    if isinstance(v, int):
-        return [v] * n
-    v = list(v)
-    return v * n if len(v) == 1 else v
 
 
 def _output_size(n: int, k: int, s: int, p: int, ceil_mode: bool) -> int:
@@ -60,7 +55,7 @@ def summable_window(node: Any) -> bool:
     ``MAX_WINDOW`` elements, or extents adding up to at most ``MAX_SLICES`` (one strided slice
     each; a 10000-wide window would be 10000 of them)."""
     dims = 3 if "3d" in str(node.op) else 2
-    k = _expand(node.args[1], dims)
+    k = per_dim(node.args[1], dims)
     return math.prod(k) <= MAX_WINDOW or sum(k) <= MAX_SLICES
 
 
@@ -93,9 +88,9 @@ def avg_pool(op: Any) -> Any:
     def decomposed(x: torch.Tensor, kernel_size: Any, stride: Any = (), padding: Any = 0,
                    ceil_mode: bool = False, count_include_pad: bool = True,
                    divisor_override: Any = None) -> torch.Tensor:
-        k = _expand(kernel_size, dims)
-        s = _expand(stride, dims) if stride else k
-        p = _expand(padding, dims)
+        k = per_dim(kernel_size, dims)
+        s = per_dim(stride, dims) if stride else k
+        p = per_dim(padding, dims)
         sizes = list(x.shape[-dims:])
         out = [_output_size(n, k[i], s[i], p[i], ceil_mode) for i, n in enumerate(sizes)]
         work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x

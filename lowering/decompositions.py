@@ -54,6 +54,8 @@ from .pooling import (
     adaptive_avg_pool2d_backward,
     adaptive_max_pool2d,
     max_pool2d_with_indices,
+    max_pool3d_with_indices,
+    max_pool3d_with_indices_backward,
 )
 from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
 
@@ -401,6 +403,10 @@ DECOMPOSED_OPS = (
     # floating input).
     aten.max_pool2d_with_indices.default,
     aten.adaptive_max_pool2d.default,
+    # The same scan in 3 dims: torch-mlir's max_pool3d failed to compile on IREE for 11 of 29
+    # random shapes and its backward for every one (a scatter-add now).
+    aten.max_pool3d_with_indices.default,
+    aten.max_pool3d_with_indices_backward.default,
     # Activations whose torch-mlir lowering is not eager's kernel (an adversarial sweep of
     # special values through activations and their backwards): softshrink gave x - lambd
     # below -lambd (softshrink(-3) was -3.5, eager -2.5); hardshrink turned NaN into 0;
@@ -580,7 +586,8 @@ DECOMPOSED_OPS = (
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
-MAX_POOL_DECOMPOSED = frozenset({aten.max_pool2d_with_indices.default, aten.adaptive_max_pool2d.default})
+MAX_POOL_DECOMPOSED = frozenset({aten.max_pool2d_with_indices.default, aten.adaptive_max_pool2d.default,
+                                 aten.max_pool3d_with_indices.default, aten.max_pool3d_with_indices_backward.default})
 
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
                   aten.bitwise_right_shift.Tensor_Scalar)
@@ -1868,6 +1875,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.rsub.Tensor] = _rsub_tensor
     table[aten.max_pool2d_with_indices.default] = max_pool2d_with_indices
     table[aten.adaptive_max_pool2d.default] = adaptive_max_pool2d
+    table[aten.max_pool3d_with_indices.default] = max_pool3d_with_indices
+    table[aten.max_pool3d_with_indices_backward.default] = max_pool3d_with_indices_backward
     table[aten.softshrink.default] = _softshrink
     table[aten.hardshrink.default] = _hardshrink
     table[aten.hardtanh_backward.default] = _hardtanh_backward
@@ -1982,6 +1991,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.threshold.default: _floating_input,
     aten.threshold_backward.default: _floating_input,
     aten.max_pool2d_with_indices.default: _floating_input,
+    aten.max_pool3d_with_indices.default: _floating_input,
     aten.adaptive_max_pool2d.default: _floating_input,
     **dict.fromkeys((aten.softshrink.default, aten.hardshrink.default), _floating_input),
     **dict.fromkeys((aten.hardtanh_backward.default, aten.softplus_backward.default), _floating_second_input),
