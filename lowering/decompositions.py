@@ -486,8 +486,13 @@ DECOMPOSED_OPS = (
     aten.mish_backward.default,
     # The weight gradient of a grouped convolution (wrong on iree-cpu with a stride, uncompilable on
     # reference) and the backward of a transposed convolution with ``output_padding`` (not lowered):
-    # lowering/convolutions.py (_ONLY_WHEN: those forms).
+    # lowering/convolutions.py (_ONLY_WHEN: those forms). A strided convolution with one window
+    # along a dim whose padded input is longer than it failed to compile on IREE, forward and
+    # backward: on the input cropped to the window. A transposed convolution with one output channel
+    # per group (a depthwise convolution's input gradient) failed on the reference backend: the
+    # regular convolution it is (_ONLY_WHEN: those forms).
     aten.convolution_backward.default,
+    aten.convolution.default,
     # ``F.embedding_bag``/``nn.EmbeddingBag`` and its backwards: no lowering in torch-mlir; gathers
     # and scatter-adds (lowering/embedding_bag.py; _ONLY_WHEN: 1-d indices, dense gradients).
     *_EMBEDDING_BAGS,
@@ -1778,6 +1783,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.avg_pool3d_backward.default] = _avg_pool3d_backward
     table[aten.constant_pad_nd.default] = _crop_then_pad
     table[aten.convolution_backward.default] = convolutions.convolution_backward
+    table[aten.convolution.default] = convolutions.convolution
     table[aten.unsafe_split.Tensor] = _unsafe_split
     table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
     table[aten.index_put.default] = _index_put_mask
@@ -2005,6 +2011,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.erfinv.default: _narrow_float_input,
     aten.constant_pad_nd.default: lambda node: any(isinstance(p, int) and p < 0 for p in node.args[1]),
     aten.convolution_backward.default: lambda node: convolutions.rewritten_backward(node.args),
+    aten.convolution.default: lambda node: convolutions.rewritten(
+        node.args[0].meta.shape, node.args[1].meta.shape, *node.args[3:7], node.args[8]),
     aten._adaptive_avg_pool2d.default: _uneven_adaptive_pool,
     aten._adaptive_avg_pool2d_backward.default: _uneven_adaptive_windows,
     **dict.fromkeys(_EMBEDDING_BAGS, _plain_embedding_bag),

@@ -1018,3 +1018,51 @@ def test_max_pool3d_and_its_gradient_compile_and_match_eager(compiling: str) -> 
         torch.testing.assert_close(got_v, want_v, equal_nan=True, rtol=0, atol=0, msg=f"{k} {kwargs}")
         torch.testing.assert_close(got_g, want_g, msg=f"{k} {kwargs}")
     assert _fallbacks() == {}
+
+
+def test_convolutions_torch_mlir_could_not_lower_compile_and_match_eager(compiling: str) -> None:
+    """Two convolution forms (lowering/convolutions.py). A strided convolution with one output
+    position along a dim whose padded input is longer than the window (2 x 2 input, 3 x 3 window,
+    stride 2, padding 1, as MobileViT's blocks on small maps; 4 x 4 input, stride 2, no padding)
+    failed to compile on IREE, forward and backward, so an HF MobileViT training step from its config
+    ran op by op: the input is cropped to the window. A transposed convolution with one output
+    channel per group, which every depthwise convolution's input gradient is, failed on the
+    reference backend ("'tensor.collapse_shape' op expected reassociation map #0 to have size
+    equal to the expanded rank (5)"): written as a regular convolution. Values and gradients match
+    eager in 1, 2 and 3 dims; nothing falls back. (Grouped 3-d convolutions torch-mlir does not
+    lower at all, before or after.)"""
+    g = torch.Generator().manual_seed(5)
+    F = torch.nn.functional
+    cases = [((2, 4, 2, 2), (4, 1, 3, 3), dict(stride=2, padding=1, groups=4)),
+             ((2, 4, 2, 2), (6, 4, 3, 3), dict(stride=2, padding=1)),
+             ((2, 4, 4, 4), (4, 4, 3, 3), dict(stride=2)),
+             ((2, 4, 4, 5), (4, 2, 3, 3), dict(stride=(2, 1), padding=(0, 1), groups=2)),
+             ((2, 3, 6), (5, 3, 2), dict(stride=5, padding=1, dilation=2)),
+             ((1, 2, 3, 2, 4), (2, 2, 3, 2, 3), dict(stride=3, padding=(1, 0, 1))),
+             ((2, 4, 4, 5), (4, 1, 3, 3), dict(groups=4)),
+             ((2, 4, 7, 6), (8, 1, 3, 2), dict(stride=(2, 3), padding=(1, 0), dilation=(1, 2), groups=4)),
+             ((2, 3, 9), (3, 1, 4), dict(stride=2, padding=3, groups=3)),
+             # transposed, one output channel per group (ConvTranspose with groups=channels)
+             ((2, 4, 3, 3), (4, 1, 3, 3), dict(stride=2, padding=1, output_padding=1, groups=4, transposed=True)),
+             ((2, 4, 5), (4, 1, 2), dict(stride=3, padding=2, dilation=2, groups=4, transposed=True))]
+    for x_shape, w_shape, kwargs in cases:
+        kwargs = dict(kwargs)
+        nd = len(x_shape) - 2
+        if kwargs.pop("transposed", False):
+            conv = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[nd]
+            bias_size = w_shape[1] * kwargs["groups"]
+        else:
+            conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
+            bias_size = w_shape[0]
+        x, w = torch.randn(x_shape, generator=g), torch.randn(w_shape, generator=g)
+        b = torch.randn(bias_size, generator=g)
+        results = []
+        for device in ("cpu", "lazy"):
+            xs, ws, bs = (t.detach().to(device).requires_grad_() for t in (x, w, b))
+            out = conv(xs, ws, bs, **kwargs)
+            weights = torch.linspace(-1, 1, out.numel(), device=device).view_as(out)
+            (out * weights).sum().backward()
+            results.append([t.detach().cpu() for t in (out, xs.grad, ws.grad, bs.grad)])
+        for what, want, got in zip(("value", "input grad", "weight grad", "bias grad"), *results):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=f"{what} {x_shape} {w_shape} {kwargs}")
+    assert _fallbacks() == {}
