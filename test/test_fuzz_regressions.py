@@ -7,6 +7,7 @@ and who owns it: the day it is fixed the XPASS fails, and the mark goes.
 
 from __future__ import annotations
 
+import copy
 import gc
 import math
 import os
@@ -2146,3 +2147,20 @@ def test_fuzz_seed_4601_two_outputs_iree_folds_into_one_keep_their_values(name):
         torch.testing.assert_close(got, want, equal_nan=True)
     if name.startswith("iree"):  # compiled (strict mode), the second time with its outputs apart
         assert lazy_core.metrics.counter("iree_outputs_kept_apart") == 1, lazy_core.metrics.counters()
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_an_index_guard_over_constant_indices_compiles(name: str) -> None:
+    """HF MobileBERT's training step (from its config, default settings) ran op by op on IREE: its
+    token types are ``torch.zeros(...)``, the embedding's index guard reduces ``any(ids < 0 | ids >=
+    n)`` over them, IREE folds the compare to a constant, and the rule for invariant reductions
+    (backends/iree/miscompiles.py) refused the graph. An ``or`` (``and``, ``max``, ``min``) of one
+    constant is right however often IREE combines it; only accumulating combiners are refused now."""
+    use_backend(name)
+    emb = torch.nn.Embedding(10, 4)
+    lazy_emb = copy.deepcopy(emb).to("lazy")
+    got = lazy_emb(torch.zeros(2, 12, dtype=torch.long, device="lazy")).sum()
+    torch.testing.assert_close(got.cpu(), emb(torch.zeros(2, 12, dtype=torch.long)).sum())
+    assert not (torch.zeros(3, 5, device="lazy") < 0).any().item()
+    assert torch.full((3, 5), 2.0, device="lazy").amax().item() == 2.0
+    assert lazy_core.metrics.counter("iree_refused_miscompile") == 0, lazy_core.metrics.counters()

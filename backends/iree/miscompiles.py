@@ -130,8 +130,20 @@ _DEF = re.compile(r"^\s*(?P<results>%[^=]+?)\s*=\s*(?P<rhs>.*)$")
 _LOC = re.compile(r"\s*loc\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
 
 
+#: Combiners for which once is as good as n >= 1 times: ``c | c | c == c``, ``max(c, c) == c``.
+_IDEMPOTENT = re.compile(r"^arith\.(?:ori|andi|maxsi|minsi|maxui|minui|maximumf|minimumf|maxnumf|minnumf)\s")
+#: A tensor type with a dim of size 0: its loops may run zero times.
+_EMPTY_DIM = re.compile(r"tensor<(?:[\d?]+x)*0x")
+
+
 def invariant_reductions(flow_ir: str) -> list[str]:
-    """The bodies (as text) of reductions in ``flow_ir`` whose result ignores their input."""
+    """The bodies (as text) of reductions in ``flow_ir`` whose result ignores their input.
+
+    A yielded value that ignores the input is harmless where combining it once gives what
+    combining it once per element does: a plain overwrite, or an idempotent combiner with its own
+    accumulator (``any(zeros < 0)``, an embedding index guard over ``torch.zeros`` token types,
+    became ``ori %c, %out``: MobileBERT's training step was refused for it), unless a loop may run
+    zero times."""
     found = []
     for m in _GENERIC.finditer(_LOC.sub("", flow_ir)):
         if '"reduction"' not in m.group("attrs"):
@@ -139,21 +151,35 @@ def invariant_reductions(flow_ir: str) -> list[str]:
         args = [a.split(":")[0].strip() for a in m.group("args").split(",") if a.strip()]
         n_outs = len(_VALUE.findall(m.group("outs").split(":")[0]))
         inputs = set(args[: len(args) - n_outs])
-        outs = set(args[len(args) - n_outs:])
+        outs = args[len(args) - n_outs:]
         # No inputs at all (a folded producer fused into the reduction, as without hoisting
         # ``(x == x).sum()`` became): every yielded value is then invariant unless it uses
         # ``linalg.index``.
         variant = set(inputs)
+        accumulated = set(outs)  # values that read an accumulator
+        defs: dict[str, str] = {}
         for line in m.group("body").splitlines():
             d = _DEF.match(line)
             if d is None:
                 continue
             rhs = d.group("rhs")
-            if "linalg.index" in rhs or any(v in variant for v in _VALUE.findall(rhs.split(":")[0])):
-                variant.update(_VALUE.findall(d.group("results")))
+            operands = _VALUE.findall(rhs.split(":")[0])
+            results = _VALUE.findall(d.group("results"))
+            defs.update(dict.fromkeys(results, rhs))
+            if "linalg.index" in rhs or any(v in variant for v in operands):
+                variant.update(results)
+            if any(v in accumulated for v in operands):
+                accumulated.update(results)
         yielded = _VALUE.findall(m.group("yield").split(":")[0])
-        if yielded and not any(v in variant for v in yielded) and not all(v in outs for v in yielded):
-            found.append(m.group(0))
+        if not yielded or any(v in variant for v in yielded) or all(v in outs for v in yielded):
+            continue
+        if _EMPTY_DIM.search(m.group(0).split("^bb0")[0]) is None and all(
+                y in variant or y == out or y not in accumulated
+                or (_IDEMPOTENT.match(defs.get(y, "")) is not None
+                    and not (set(_VALUE.findall(defs[y].split(":")[0])) - {out}) & accumulated)
+                for y, out in zip(yielded, outs)):
+            continue
+        found.append(m.group(0))
     return found
 
 
