@@ -122,6 +122,10 @@ def _interpolation_backward(forward_op: Any) -> Callable[..., torch.Tensor]:
 
 #: backward op -> its decomposition.
 INTERPOLATION_BACKWARDS: dict[Any, Callable[..., torch.Tensor]] = {
+    # HF MobileViT's and SegFormer's decoders train through bilinear upsampling: its backward
+    # ran eagerly at every step (no torch-dialect lowering).
+    aten.upsample_bilinear2d_backward.default: _interpolation_backward(aten.upsample_bilinear2d.default),
+    aten.upsample_linear1d_backward.default: _interpolation_backward(aten.upsample_linear1d.default),
     aten.upsample_bicubic2d_backward.default: _interpolation_backward(aten.upsample_bicubic2d.default),
     aten.upsample_trilinear3d_backward.default: _interpolation_backward(aten.upsample_trilinear3d.default),
     aten._upsample_nearest_exact1d_backward.default: _interpolation_backward(aten._upsample_nearest_exact1d.default),

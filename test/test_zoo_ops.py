@@ -381,6 +381,11 @@ _ONCE_UNCOMPILED = {
                                   (2, 3, 7, 9)),
     "interpolate_nearest_exact_1d": (lambda x: torch.nn.functional.interpolate(x[0], size=13, mode="nearest-exact"),
                                      (2, 3, 7, 9)),
+    # HF MobileViT from its config: bilinear upsampling's backward ran eagerly at every step.
+    "interpolate_bilinear": (lambda x: torch.nn.functional.interpolate(x, size=(8, 4), mode="bilinear"), (2, 3, 5, 7)),
+    "interpolate_bilinear_align_corners": (lambda x: torch.nn.functional.interpolate(
+        x, scale_factor=1.7, mode="bilinear", align_corners=True), (2, 3, 5, 7)),
+    "interpolate_linear": (lambda x: torch.nn.functional.interpolate(x, size=4, mode="linear"), (2, 3, 9)),
     # (max_pool3d's backward does not compile for iree-vulkan: its indices come from a detached input.)
     "max_unpool3d": (lambda x: torch.nn.functional.max_unpool3d(
         x[:, :, :4:2, :6:2, :8:2], torch.nn.functional.max_pool3d(x.detach(), 2, 2, return_indices=True)[1], 2, 2,
