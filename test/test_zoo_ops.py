@@ -790,10 +790,11 @@ def test_grouped_convolution_weight_gradient_matches_eager(name: str, kw: dict,
     convolution (lowering/convolutions.py). On iree-vulkan a depthwise convolution whose channels
     are not a multiple of 8 came out with zeros (IREE's SPIR-V code zero-fills the accumulator on
     other threads than those that accumulate, with no barrier): refused, so it runs op by op, right
-    (backends/iree/fused_reductions.py). The reference backend cannot compile that depthwise
-    convolution ("'tensor.collapse_shape' op expected reassociation map #0 to have size equal to
-    the expanded rank"): op by op too."""
-    refused = kw["groups"] == 6 and name in ("iree-vulkan", "reference")
+    (backends/iree/fused_reductions.py). The reference backend could not compile that depthwise
+    convolution's input gradient ("'tensor.collapse_shape' op expected reassociation map #0 to have
+    size equal to the expanded rank"); it compiles now (a regular convolution,
+    lowering/convolutions.py)."""
+    refused = kw["groups"] == 6 and name == "iree-vulkan"
     if refused:
         monkeypatch.delenv("LAZY_STRICT")
     use_backend(name)
