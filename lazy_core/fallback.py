@@ -145,8 +145,10 @@ def run_random(func: Any, p: Any, args: tuple, kwargs: dict) -> Any:
     kind = func._schema.name.split("::")[-1]
     self = args[0] if args else None
     if isinstance(self, _t.LazyTensor) and (kind in _FILLERS or (kind == "bernoulli_" and func._overloadname == "float")):
-        # The old value of ``self`` does not matter: fill a fresh CPU tensor.
-        host = torch.empty(tuple(self.shape), dtype=self.dtype)
+        # The old value of ``self`` does not matter: fill a fresh CPU tensor laid out as ``self``
+        # is, so the CPU kernel draws in the same order (``t().normal_()`` drew other numbers in a
+        # contiguous one) and refuses what it refuses (an expanded ``self``).
+        host = torch.empty_strided(tuple(self.shape), tuple(self.stride()), dtype=self.dtype)
         func(host, *_replace(args[1:], {}), **_replace(kwargs, {}))
         metrics.counter_add(f"random::{func}")
         self._lz_assign(_t.upload(host, source_location.current(2)))
@@ -173,6 +175,12 @@ def _rrelu_eval(kind: str, bound: dict[str, Any]) -> Any:
     return out
 
 
+def _like_strides(x: Any) -> tuple[int, ...]:
+    """The strides ``torch.empty_like(x)`` gives a tensor of ``x``'s shape and strides."""
+    meta = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+    return tuple(torch.empty_like(meta).stride())
+
+
 def _native_dropout(args: tuple, kwargs: dict) -> Any:
     bound = dict(zip(("input", "p", "train"), args))
     bound.update(kwargs)
@@ -181,8 +189,10 @@ def _native_dropout(args: tuple, kwargs: dict) -> Any:
         return x.clone(), torch.ones_like(x, dtype=torch.bool)
     keep = 1.0 - prob
     # Eager draws into ``empty_like(input)``, in memory order: a transposed input
-    # (nn.LSTM's batch_first output) needs its strides to get the same mask.
-    mask_host = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype).bernoulli_(keep)
+    # (nn.LSTM's batch_first output) needs its strides to get the same mask. An input whose
+    # elements overlap (expanded: XLNet's relative attention) gets the layout ``empty_like``
+    # picks for it, not its own strides (a mask drawn into those raised).
+    mask_host = torch.empty_strided(tuple(x.shape), _like_strides(x), dtype=x.dtype).bernoulli_(keep)
     metrics.counter_add("random::aten.native_dropout.default")
     mask = _t.from_cpu(mask_host.to(torch.bool))
     scale = 0.0 if keep == 0 else 1.0 / keep

@@ -71,6 +71,40 @@ def test_dropout_of_a_transposed_input_draws_eagers_mask(compiling: str) -> None
     torch.testing.assert_close(got.cpu(), want)
 
 
+def test_random_draws_follow_eagers_layout(compiling: str) -> None:
+    """Random numbers are eager's for every layout. Dropout of an expanded input (HF XLNet's
+    relative attention, from its config) raised "more than one element of the written-to tensor
+    refers to a single memory location": the mask was drawn into the input's own overlapping
+    strides, where eager draws into ``empty_like(input)``. ``t().normal_()`` and
+    ``t().bernoulli_(0.5)`` drew other numbers than eager: a contiguous host tensor, where eager's
+    kernel fills in the tensor's memory order; a fill of an expanded tensor raises eager's error."""
+    base = torch.randn(3, 1, 5)
+    dropouts = {
+        "expanded": lambda t: t.expand(3, 4, 5),
+        "expanded_transposed": lambda t: t.expand(3, 4, 5).transpose(1, 2),
+        "channels_last": lambda t: t.expand(3, 4, 5).reshape(1, 3, 4, 5).contiguous(memory_format=torch.channels_last),
+    }
+    for what, view in dropouts.items():
+        torch.manual_seed(7)
+        want = torch.nn.functional.dropout(view(base), 0.4)
+        torch.manual_seed(7)
+        got = torch.nn.functional.dropout(view(base.to("lazy")), 0.4)
+        assert torch.equal(got.cpu(), want), what
+    fills = {
+        "normal_ transposed": lambda d: torch.empty(8, 5, device=d).t().normal_(),
+        "bernoulli_ transposed": lambda d: torch.empty(4, 3, device=d).t().bernoulli_(0.5),
+        "random_ permuted": lambda d: torch.empty(2, 3, 4, device=d).permute(2, 0, 1).random_(0, 100),
+        "exponential_ strided": lambda d: torch.empty(6, 4, device=d)[::2].t().exponential_(),
+    }
+    for what, fill in fills.items():
+        torch.manual_seed(3)
+        want = fill("cpu")
+        torch.manual_seed(3)
+        assert torch.equal(fill("lazy").cpu(), want), what
+    with pytest.raises(RuntimeError, match="single memory location"):
+        torch.empty(4, 1, device="lazy").expand(4, 3).normal_()
+
+
 @pytest.mark.parametrize("split", ["chunk", "sizes"])
 def test_unsafe_split_is_recorded(compiling: str, split: str) -> None:
     """LSTM/GRU cells split their gates with unsafe_chunk: it fell back at every timestep."""
