@@ -531,6 +531,9 @@ DECOMPOSED_OPS = (
     # ``sinc`` (its ``sin`` through lowering/trig.py, below), bicubic, trilinear and nearest-exact interpolation. (Not ``multilabel_margin_loss``: PyTorch's
     # decomposition is itself wrong where a target row has labels after index 0: 0.58 for eager's
     # 0.33, 5.34 for 0 with a row of -1 first.)
+    # The OpInfo sweep: no torch-dialect op for the masked gathers PyTorch's own decompositions
+    # emit (``_unsafe_masked_index`` and its accumulating write). PyTorch's decompositions.
+    aten._unsafe_masked_index.default, aten._unsafe_masked_index_put_accumulate.default,
     aten.block_diag.default, aten._chunk_cat.default, aten.narrow_copy.default, aten.index_copy.default,
     aten.dist.default, aten.vdot.default, aten.special_entr.default, aten.special_xlog1py.default, aten.sinc.default,
     aten.upsample_bicubic2d.default, aten.upsample_bicubic2d.vec,
@@ -599,7 +602,7 @@ _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_l
 
 #: Decomposed even with a runtime scalar operand, which the decomposition
 #: then receives as a 0-d tensor (``x // 0.3``: 0.3 is a parameter).
-SCALAR_PARAMS_AS_TENSORS = frozenset({aten.floor_divide.default, aten.floor_divide.Scalar, aten.div.Tensor_mode,
+SCALAR_PARAMS_AS_TENSORS = frozenset({aten._unsafe_masked_index.default, aten.floor_divide.default, aten.floor_divide.Scalar, aten.div.Tensor_mode,
                                       aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar,
                                       aten.isin.Tensor_Scalar, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self,
                                       aten.addmm.default, aten.addbmm.default, aten.baddbmm.default,

@@ -1106,3 +1106,25 @@ def test_convolutions_torch_mlir_could_not_lower_compile_and_match_eager(compili
         for what, want, got in zip(("value", "input grad", "weight grad", "bias grad"), *results):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=f"{what} {x_shape} {w_shape} {kwargs}")
     assert _fallbacks() == {}
+
+
+def test_masked_gathers_compile_and_match_eager(compiling: str) -> None:
+    """The OpInfo sweep: ``_unsafe_masked_index`` and its accumulating write have no torch-dialect
+    op and ran eagerly; PyTorch's decompositions now (the gather's fill value is a runtime scalar,
+    taken as a 0-d tensor)."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 5, generator=g)
+    mask = torch.rand(4, 3, generator=g) > 0.4
+    rows = torch.randint(-2, 7, (4, 3), generator=g)  # out of range only where masked out
+    rows = torch.where(mask, rows.clamp(0, 4), rows)
+    cols = torch.randint(0, 5, (4, 3), generator=g)
+    values = torch.randn(4, 3, generator=g)
+    forms = {
+        "masked index": lambda d: torch.ops.aten._unsafe_masked_index(x.to(d), mask.to(d), [rows.to(d), cols.to(d)],
+                                                                       -3.5),
+        "masked index put": lambda d: torch.ops.aten._unsafe_masked_index_put_accumulate(
+            x.to(d), mask.to(d), [rows.to(d), cols.to(d)], values.to(d)),
+    }
+    for what, form in forms.items():
+        torch.testing.assert_close(form("lazy").cpu(), form("cpu"), msg=what)
+    assert _fallbacks() == {}
