@@ -1298,13 +1298,25 @@ def _cumsum(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> t
     if x.dim() == 0:
         return _on_one_element(aten.cumsum.default)(x, dim, dtype=dtype)
     out_dtype = dtype or x.dtype
-    if out_dtype in (torch.float16, torch.bfloat16):
-        # Accumulated in float32 and rounded once per element, as eager's kernel (and
-        # lowering/half_accumulation.py for the ops it keeps whole).
-        y = aten.cumsum.default(x.to(out_dtype).float(), dim).to(out_dtype)
+    if out_dtype in _SCAN_ACCUMULATOR:
+        y = aten.cumsum.default(x.to(out_dtype).to(_SCAN_ACCUMULATOR[out_dtype]), dim).to(out_dtype)
     else:
         y = aten.cumsum.default(x, dim, dtype=dtype)
     return y.masked_fill(y == 0, 0.0)
+
+
+#: The type eager's CPU scans (cumsum, cumprod) accumulate a floating type in, rounding each
+#: element once: ``at::acc_type<T, /*is_cuda=*/false>``, float64 for float32 (``cumsum([1e8, 1,
+#: -1e8])`` ends at 1.0 in eager, at 0.0 in float32; ``cumprod([1e-30, 1e-30, inf])`` at inf, not
+#: NaN: iree-vulkan fuzz seed 4801 p705), float32 for the half types (and
+#: lowering/half_accumulation.py for the ops it keeps whole).
+_SCAN_ACCUMULATOR = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
+
+
+def _accumulated_scan(node: Node) -> bool:
+    """A scan whose result eager accumulates in a wider type (``_SCAN_ACCUMULATOR``)."""
+    out = node.metas[0] if node.metas else None
+    return out is not None and out.dtype in _SCAN_ACCUMULATOR
 
 
 def _floating_cumsum(node: Node) -> bool:
@@ -1447,11 +1459,14 @@ def _angle(x: torch.Tensor) -> torch.Tensor:
 
 def _cumprod(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``cumprod`` with a ``dtype`` (torch-mlir leaves its constant unlegalized) is the cumprod
-    of the converted input, as eager computes it; a 0-d input on a 1-element view."""
+    of the converted input, as eager computes it; a 0-d input on a 1-element view; a floating one
+    accumulated as eager's (``_SCAN_ACCUMULATOR``)."""
     if dtype is not None:
         x = x.to(dtype)
     if x.dim() == 0:
         return _on_one_element(aten.cumprod.default)(x, dim)
+    if x.dtype in _SCAN_ACCUMULATOR:
+        return aten.cumprod.default(x.to(_SCAN_ACCUMULATOR[x.dtype]), dim).to(x.dtype)
     return aten.cumprod.default(x, dim)
 
 
@@ -1982,7 +1997,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
     **dict.fromkeys(_VARIANCES, _zero_dim_reduction_or_float32),
     aten.cumsum.default: _floating_cumsum,
-    aten.cumprod.default: lambda node: _zero_dim_reduction(node) or node.kwargs.get("dtype") is not None,
+    aten.cumprod.default: lambda node: (_zero_dim_reduction(node) or node.kwargs.get("dtype") is not None
+                                        or _accumulated_scan(node)),
     aten.angle.default: real_input,
     aten.trunc.default: _floating_input,
     **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default, aten.atan.default), _reduced_trig),

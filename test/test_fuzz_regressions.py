@@ -2164,3 +2164,27 @@ def test_an_index_guard_over_constant_indices_compiles(name: str) -> None:
     assert not (torch.zeros(3, 5, device="lazy") < 0).any().item()
     assert torch.full((3, 5), 2.0, device="lazy").amax().item() == 2.0
     assert lazy_core.metrics.counter("iree_refused_miscompile") == 0, lazy_core.metrics.counters()
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seed_4801_scans_accumulate_in_eagers_wider_type(name: str) -> None:
+    """iree-vulkan fuzz seed 4801 p705: ``cumprod`` of ``[-6e-42, 9e-42, -inf]`` gave NaN where eager
+    gives inf. Eager's CPU scans accumulate float32 in float64 (``at::acc_type``): the product
+    ``5e-83`` survives there and flushed to 0.0 here (``0 * inf``). ``cumsum([1e8, 1, -1e8])`` ended
+    at 0.0 for eager's 1.0 on every backend. Both now accumulate in float64, half types in float32
+    (lowering/decompositions.py, ``_SCAN_ACCUMULATOR``)."""
+    backend = use_backend(name)
+    forms = {
+        "cumsum cancellation": (torch.cumsum, [1e8, 1.0, -1e8, 3.0]),
+        "cumprod underflow then inf": (torch.cumprod, [1e-30, 1e-30, math.inf]),
+        "cumprod underflow then back": (torch.cumprod, [1e-30, 1e-30, 1e30, 1e30]),
+    }
+    if not backend.flushes_subnormals:  # (iree-cpu's runtime flushes the subnormal inputs)
+        forms["cumprod seed 4801"] = (torch.cumprod, [-5.9e-42, 9.1e-42, -math.inf])
+    for what, (scan, values) in forms.items():
+        x = torch.tensor(values)
+        got, want = scan(lazy(x), 0).cpu(), scan(x, 0)
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-6, atol=0, msg=what)
+        assert torch.equal(got.isnan(), want.isnan()), (what, got, want)
+    half = torch.tensor([60000.0, 10000.0, -60000.0], dtype=torch.float16)  # float32 sums: no overflow
+    assert torch.equal(torch.cumsum(lazy(half), 0).cpu(), torch.cumsum(half, 0))
