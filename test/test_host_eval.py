@@ -160,8 +160,8 @@ def test_a_read_of_a_host_known_cone_leaves_the_step_pending(on) -> None:
 
 def test_reads_answered_from_their_cone_are_bounded_without_a_step(on) -> None:
     """A loop that reads a host-known flag each iteration and never calls ``mark_step()`` would grow
-    one pending graph without end: after ``MAX_CONE_READS`` such reads the pending work runs, and
-    from then on every read runs it, as before, until the next ``mark_step()``."""
+    one pending graph without end: after ``MAX_CONE_READS`` such reads the pending work runs, as
+    every read ran it before."""
     w = torch.randn(8).to("lazy") * 1.0
     lazy_core.mark_step()
     flag = torch.tensor([1, 0, 1]).to("lazy")
@@ -171,14 +171,8 @@ def test_reads_answered_from_their_cone_are_bounded_without_a_step(on) -> None:
         acc = acc * 0.5 + 1.0
         assert bool((flag > 0).any())
     c = metrics.counters()
-    assert c.get("host_eval", 0) == host_eval.MAX_CONE_READS, c
-    assert c.get("execute", 0) == 2 * host_eval.MAX_CONE_READS, c
+    assert c.get("execute", 0) == 2, c
     torch.testing.assert_close(acc.cpu(), _halvings(w.cpu(), 3 * host_eval.MAX_CONE_READS))
-    lazy_core.mark_step()
-    metrics.reset()
-    acc = acc * 0.5
-    assert bool((flag > 0).any())
-    assert metrics.counters().get("host_eval", 0) == 1, metrics.counters()
 
 
 def _halvings(x: torch.Tensor, n: int) -> torch.Tensor:
