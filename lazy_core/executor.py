@@ -134,12 +134,6 @@ class GraphExecutor:
         self.track_hooks: list[Any] = []
         self.track_hook_every = 256
         self._tracks = 0
-        #: Reads answered by ``host_eval.cone_on_host`` since pending work last ran, and whether
-        #: a ``mark_step()`` came and no read has run pending work since: only then is a read
-        #: answered from its cone, so a program that cuts its graphs at reads and takes no steps
-        #: (``generate()``) keeps cutting them where it did, from its first call on.
-        self._cone_reads = 0
-        self._uncut_since_step = False
         #: read_hook(executor, tensors, reason) replaces to_host_many (lazy_core.checks
         #: reads its device-side check flags with the values); it calls _to_host_many.
         self.read_hook: Any = None
@@ -203,8 +197,6 @@ class GraphExecutor:
         """
         live = self.live_storages()
         pending = [s for s in live if not s.value.node.is_leaf()]
-        self._cone_reads = 0
-        self._uncut_since_step = True
         if pending:
             try:
                 self._execute(pending, [], "mark_step", live)
@@ -243,15 +235,7 @@ class GraphExecutor:
             # sync() and collectives keep to the tensors sharing work: sync()
             # promises just its tensors, and a collective's segment must not
             # pull in the backward still being recorded after it.
-            if (not only_sharing and self._uncut_since_step and self._cone_reads < host_eval.MAX_CONE_READS
-                    and host_eval.cone_on_host(pending, reason)):
-                # The read's own small cone, on the host; the rest stays pending (host_eval).
-                self._cone_reads += 1
-                storages = []
-            else:
-                self._cone_reads = 0
-                self._uncut_since_step = False
-                storages = self._sharing_storages(pending) if only_sharing else self.pending_storages()
+            storages = self._sharing_storages(pending) if only_sharing else self.pending_storages()
             results = self._execute(storages, pending, reason)
             for t, v in zip(tensors, values):
                 if not v.node.is_leaf():
