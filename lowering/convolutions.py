@@ -44,6 +44,8 @@ from typing import Any
 
 import torch
 
+from .pooling import per_dim
+
 aten = torch.ops.aten
 
 
@@ -69,15 +71,11 @@ def _window_extents(x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilat
     nd = len(w_shape) - 2
     if transposed or nd < 1:
         return []
-
-    def at(v: Any, d: int) -> int:
-        v = [v] if isinstance(v, int) else list(v)
-        return int(v[d] if len(v) > 1 else v[0])
-
+    padding, stride, dilation = per_dim(padding, nd), per_dim(stride, nd), per_dim(dilation, nd)
     extents: list[int | None] = []
     for d in range(nd):
-        n, p, s = x_shape[2 + d], at(padding, d), at(stride, d)
-        k = at(dilation, d) * (w_shape[2 + d] - 1) + 1
+        n, p, s = x_shape[2 + d], padding[d], stride[d]
+        k = dilation[d] * (w_shape[2 + d] - 1) + 1
         extents.append(k if n + 2 * p > k and (n + 2 * p - k) // s == 0 else None)
     return extents
 
@@ -134,7 +132,7 @@ def _crop(x: torch.Tensor, extents: list[int | None], padding: Any) -> tuple[tor
     """``x`` zero-padded and cut to one window along each dim with an extent, and the padding
     left to the convolution."""
     nd = len(extents)
-    padding = [int(v) for v in (list(padding) * nd if len(list(padding)) == 1 else padding)]
+    padding = list(per_dim(padding, nd))
     before, after = [0] * nd, [0] * nd
     for d, k in enumerate(extents):
         if k is not None:
@@ -146,7 +144,7 @@ def _crop(x: torch.Tensor, extents: list[int | None], padding: Any) -> tuple[tor
 def _uncrop(grad: torch.Tensor, shape: Any, extents: list[int | None], padding: Any) -> torch.Tensor:
     """The gradient of ``_crop``: ``grad`` (of the cropped input) back on the input's positions."""
     nd = len(extents)
-    padding = [int(v) for v in (list(padding) * nd if len(list(padding)) == 1 else padding)]
+    padding = list(per_dim(padding, nd))
     for d, k in enumerate(extents):
         if k is not None:
             n, p, dim = shape[2 + d], padding[d], 2 + d

@@ -27,13 +27,6 @@ __all__ = ["adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "adaptive_max_
            "max_pool3d_with_indices", "max_pool3d_with_indices_backward"]
 
 
-def _pair(v: Any) -> tuple[int, int]:
-    if isinstance(v, int):
-        return v, v
-    v = list(v)
-    return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
-
-
 def per_dim(v: Any, n: int) -> list[int]:
     """A pooling argument (an int, or one value or ``n`` of them) as ``n`` values."""
     if isinstance(v, int):
@@ -177,7 +170,7 @@ def _adaptive_windows(size: int, out: int, device: Any) -> tuple[torch.Tensor, l
 
 
 def adaptive_max_pool2d(x: torch.Tensor, output_size: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    oh, ow = _pair(output_size)
+    oh, ow = per_dim(output_size, 2)
     row0, rows = _adaptive_windows(x.shape[-2], oh, x.device)
     col0, cols = _adaptive_windows(x.shape[-1], ow, x.device)
     return _scan(x, (row0, col0), [rows, cols], (oh, ow))
@@ -198,7 +191,7 @@ def adaptive_avg_pool2d(x: torch.Tensor, output_size: Any) -> torch.Tensor:
     """``adaptive_avg_pool2d`` as ``Rh @ x @ Rw^T`` (``_adaptive_average``): torch-mlir's lowering of
     uneven windows failed on the reference backend (``interpolate(mode="area")`` of 7 x 9 to 5 x 4:
     a ``tensor.cast`` of incompatible shapes)."""
-    oh, ow = _pair(output_size)
+    oh, ow = per_dim(output_size, 2)
     rows = _adaptive_average(x.shape[-2], oh, x.device).to(x.dtype)
     cols = _adaptive_average(x.shape[-1], ow, x.device).to(x.dtype)
     return rows @ x @ cols.t()

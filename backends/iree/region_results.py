@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import re
 
+from .barriers import isolate
+
 #: The pass after which regions are checked, and the flags that make iree-compile print it.
 CHECKED_PASS = "iree-dispatch-creation-clone-producers-into-dispatch-regions"
 
@@ -89,6 +91,4 @@ def outputs_behind_barriers(global_opt_ir: str) -> str | None:
     a barrier (barriers.py), or None where there is none. The ops that read an output then read it
     from memory, in another dispatch, so no fusion can make an output equal to another result of
     its region (``where(c, x, out)`` no longer folds into ``out``); the graph is checked again."""
-    from .barriers import isolate
-
     return isolate(global_opt_ir, results_of=_computes_an_output)
