@@ -577,7 +577,8 @@ DECOMPOSED_OPS = (
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
     # torch-mlir's lowering for many shapes (a wrong value for an 8 x 8 input and a 7 x 7 window,
-    # compile errors for others). Windows of at most 64 elements (_ONLY_WHEN).
+    # compile errors for others). Windows of at most 64 elements, or whose extents add up to at
+    # most 64, summed one dim at a time (_ONLY_WHEN).
     aten.avg_pool2d.default, aten.avg_pool3d.default,
     # Replication padding with a negative amount (eager crops): torch-mlir's lowering failed to
     # compile it (_ONLY_WHEN; lowering/gathers.py).
