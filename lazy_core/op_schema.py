@@ -110,6 +110,7 @@ _BOOL_REFUSED = {
     "argmax", "argmin", "topk", "kthvalue", "abs", "floor", "round", "trunc", "remainder", "fmod",
     "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "lerp", "addcmul",
     "addcdiv", "relu", "sub", "rsub", "subtract",
+    "max_pool2d_with_indices", "max_pool3d_with_indices",
     # ``mask ** mask`` raises on the CPU; ``mask ** True`` is a bool there and
     # int64 on meta (the check's dtype wins: lazy_core.tensor._with_cpu_dtypes).
     "pow",

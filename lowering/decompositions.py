@@ -2016,8 +2016,10 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.renorm.default: lambda node: _infinite_order(node) or _negative_dim(node),
     aten.threshold.default: _floating_input,
     aten.threshold_backward.default: _floating_input,
-    aten.max_pool2d_with_indices.default: _floating_input,
-    aten.max_pool3d_with_indices.default: _floating_input,
+    # Integers too: torch-mlir's integer max pooling compares with arith.cmpf (max_pool2d) or
+    # crashes the process (max_pool3d). Bool raises eager's error.
+    aten.max_pool2d_with_indices.default: _not_bool_input,
+    aten.max_pool3d_with_indices.default: _not_bool_input,
     aten.adaptive_max_pool2d.default: _floating_input,
     **dict.fromkeys((aten.softshrink.default, aten.hardshrink.default), _floating_input),
     **dict.fromkeys((aten.hardtanh_backward.default, aten.softplus_backward.default), _floating_second_input),

@@ -72,7 +72,10 @@ def _scan(x: torch.Tensor, first: tuple[torch.Tensor, ...], axes: list[list[_Axi
     dims = len(out)
     sizes = x.shape[-dims:]
     out_shape = (*x.shape[:-dims], *out)
-    best = torch.full(out_shape, float("-inf"), dtype=x.dtype, device=x.device)
+    floating = x.dtype.is_floating_point
+    # Eager starts from -inf, or from the lowest value where the type has no infinity.
+    lowest = float("-inf") if floating else torch.iinfo(x.dtype).min
+    best = torch.full(out_shape, lowest, dtype=x.dtype, device=x.device)
     index = None
     for i, f in enumerate(first):
         index = _along(f, i, dims) if index is None else index * sizes[i] + _along(f, i, dims)
@@ -80,7 +83,7 @@ def _scan(x: torch.Tensor, first: tuple[torch.Tensor, ...], axes: list[list[_Axi
     def visit(i: int, v: torch.Tensor, masks: list[torch.Tensor], flat: torch.Tensor | None) -> None:
         nonlocal best, index
         if i == dims:
-            take = (v > best) | torch.isnan(v)
+            take = (v > best) | torch.isnan(v) if floating else v > best
             for ok in masks:
                 take = take & ok
             best = torch.where(take, v, best)

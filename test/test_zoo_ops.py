@@ -1128,3 +1128,30 @@ def test_masked_gathers_compile_and_match_eager(compiling: str) -> None:
     for what, form in forms.items():
         torch.testing.assert_close(form("lazy").cpu(), form("cpu"), msg=what)
     assert _fallbacks() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_integer_max_pooling_compiles_and_matches_eager(compiling: str, dtype: torch.dtype) -> None:
+    """Integer ``max_pool3d`` crashed the process (SIGSEGV in torch-mlir's lowering) on iree-cpu
+    and the reference backend, and integer ``max_pool2d`` failed to compile (torch-mlir compares
+    integers with ``arith.cmpf``). lowering/pooling.py's scan now starts integers from their lowest
+    value, where eager's kernel has no infinity: values and indices equal eager's, ties, padding,
+    dilation and the type's lowest value included; nothing falls back."""
+    info = torch.iinfo(dtype)
+    g = torch.Generator().manual_seed(4)
+    x3 = torch.randint(max(info.min, -60), 60, (1, 2, 5, 4, 6), generator=g).to(dtype)
+    x3[0, 0, :2, :2, :2] = info.min
+    x2 = torch.randint(max(info.min, -3), 3, (2, 7, 6), generator=g).to(dtype)  # many ties
+    cases = [(torch.nn.functional.max_pool3d, x3, (2,), {}),
+             (torch.nn.functional.max_pool3d, x3, ((3, 2, 2),), dict(stride=(2, 1, 3), padding=1, dilation=(1, 2, 1))),
+             (torch.nn.functional.max_pool2d, x2, (3,), dict(stride=2, padding=1, ceil_mode=True)),
+             (torch.nn.functional.max_pool2d, x2, ((2, 3),), dict(dilation=2))]
+    for pool, x, args, kwargs in cases:
+        want_v, want_i = pool(x, *args, return_indices=True, **kwargs)
+        got_v, got_i = pool(x.to("lazy"), *args, return_indices=True, **kwargs)
+        assert got_v.dtype == dtype
+        assert torch.equal(got_v.cpu(), want_v), (pool.__name__, args, kwargs)
+        assert torch.equal(got_i.cpu(), want_i), (pool.__name__, args, kwargs)
+    with pytest.raises(NotImplementedError, match="Bool"):
+        torch.nn.functional.max_pool2d((x2 > 0).to("lazy"), 2).cpu()
+    assert _fallbacks() == {}
