@@ -31,6 +31,7 @@ from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 from . import bf16, half_accumulation
 from .comparisons import SCALAR_COMPARISONS, rewrite_float_equalities, rewrite_number_comparisons
 from .computation import ArgInfo, Computation, ResultInfo
+from .constant_sums import reduce_constant_sums
 from .decompositions import DECOMPOSED_OPS, MAX_POOL_DECOMPOSED, TENSOR_FORMS, canonical_args
 from .decompositions import inline as inline_decomposition
 from .errors import LoweringError
@@ -234,6 +235,7 @@ class LoweringContext:
         g.output(tuple(outs))
         rewrite_number_comparisons(g)  # every one, those of decompositions too
         rewrite_float_equalities(g)
+        reduce_constant_sums(g)
         route_zero_dim_bitcasts(g)
         widen_small_ints(g)
         if self.int64_extrema:

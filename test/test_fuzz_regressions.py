@@ -2188,3 +2188,33 @@ def test_fuzz_seed_4801_scans_accumulate_in_eagers_wider_type(name: str) -> None
         assert torch.equal(got.isnan(), want.isnan()), (what, got, want)
     half = torch.tensor([60000.0, 10000.0, -60000.0], dtype=torch.float16)  # float32 sums: no overflow
     assert torch.equal(torch.cumsum(lazy(half), 0).cpu(), torch.cumsum(half, 0))
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_sums_of_a_tensor_filled_at_run_time(name: str) -> None:
+    """``torch.masked.var(x)`` (no mask) failed to compile on iree-cpu and iree-vulkan (OpInfo
+    sample): it counts its elements as a sum of a tensor filled with a value read at run time,
+    a reduction IREE 3.13 turns into one that ignores its input and combines once
+    (backends/iree/miscompiles.py refused it; the graph ran op by op). lowering/constant_sums.py
+    sums a one-element slice times the count. Values equal eager's, for special fill values
+    (-0.0, inf, NaN), integers, bools, through a view, and nothing falls back."""
+    use_backend(name)
+    x = torch.tensor([[0.5, -1.25, 3.0, 2.0], [7.0, -0.5, 0.25, 1.0], [4.0, 4.0, -3.0, 0.0]])
+
+    def program(x: torch.Tensor, v: torch.Tensor) -> list[torch.Tensor]:
+        filled = torch.empty(3, 4, 5, dtype=v.dtype, device=x.device).fill_(v)
+        out = [filled.sum(), filled.sum(1), filled.sum((0, 2), keepdim=True), filled.sum(-1, dtype=torch.float64)]
+        if v.dtype.is_floating_point:
+            out += [filled.mean(), filled.mean((1, 2)), torch.full((6,), v.item() if x.device.type == "cpu" else v,
+                                                                  device=x.device).sum()]
+        out.append(filled.view(12, 5).expand(2, 12, 5).sum((0, 1)))
+        return out
+
+    for v in (torch.tensor(1.5), torch.tensor(-0.0), torch.tensor(float("inf")), torch.tensor(float("nan")),
+              torch.tensor(7), torch.tensor(-3, dtype=torch.int32), torch.tensor(True)):
+        for got, want in zip(program(lazy(x), lazy(v)), program(x, v), strict=True):
+            _same(got.cpu(), want)
+    for fn in (torch.masked._ops.var, torch.masked._ops.std, torch.masked._ops.mean, torch.masked._ops.sum):
+        torch.testing.assert_close(fn(lazy(x)).cpu(), fn(x))
+        torch.testing.assert_close(fn(lazy(x), 1, keepdim=True).cpu(), fn(x, 1, keepdim=True))
+    assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()

@@ -13,7 +13,8 @@ the fold is not needed to trigger it, only to reach it from PyTorch).
 
 A splat literal is reduced correctly (``rewrites.py`` turns constant fills
 into literals for another miscompile), so only constants IREE itself derives
-from data-dependent code reach this. The compile writes IREE's ``flow``-phase
+from data-dependent code reach this (a sum of a tensor filled with a value read at run time
+never does: ``lowering/constant_sums.py`` sums one element times the count). The compile writes IREE's ``flow``-phase
 IR, every ``linalg.generic`` with a reduction loop is checked, and a body
 whose yielded values use no input (nor ``linalg.index``) fails the compile
 with a ``CompileError`` (``--iree-opt-const-eval=false``, see config.py, keeps
