@@ -32,6 +32,7 @@ from . import (
     gamma,
     gathers,
     quantized,
+    ranges,
     tanh,
     trig,
     vjp,
@@ -592,6 +593,9 @@ DECOMPOSED_OPS = (
     # Matrix products with an empty contracted dimension (lowering/empty_contractions.py): IREE
     # crashed compiling them (_ONLY_WHEN for those that lower as they are otherwise).
     aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
+    # ``linspace``/``logspace`` with tensor endpoints (lowering/ranges.py): no torch-dialect op.
+    aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor,
+    aten.logspace.Tensor_Tensor, aten.logspace.Tensor_Scalar, aten.logspace.Scalar_Tensor,
 )
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
@@ -1948,6 +1952,9 @@ def _table() -> dict[Any, Callable]:
     for op in (aten.replication_pad1d_backward, aten.replication_pad2d_backward, aten.replication_pad3d_backward):
         table[op.default] = gathers.replication_pad_backward
     table[aten.lgamma.default] = gamma.lgamma
+    for overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):
+        table[getattr(aten.linspace, overload)] = ranges.linspace
+        table[getattr(aten.logspace, overload)] = ranges.logspace
     table[aten.digamma.default] = gamma.digamma
     table[aten.mvlgamma.default] = gamma.mvlgamma
     for op in empty_contractions.OPS:  # mm, bmm, mv, dot: only the empty form (_ONLY_WHEN)

@@ -1155,3 +1155,28 @@ def test_integer_max_pooling_compiles_and_matches_eager(compiling: str, dtype: t
     with pytest.raises(NotImplementedError, match="Bool"):
         torch.nn.functional.max_pool2d((x2 > 0).to("lazy"), 2).cpu()
     assert _fallbacks() == {}
+
+
+def test_linspace_and_logspace_with_tensor_endpoints_compile_and_match_eager(compiling: str) -> None:
+    """``torch.linspace(t0, t1, n)`` with 0-d tensor endpoints failed to compile (torch-mlir has
+    no lowering of the Tensor_Tensor, Tensor_Scalar and Scalar_Tensor overloads) and
+    ``logspace`` of them ran eagerly. lowering/ranges.py computes them as eager's kernel does
+    (the first half up from the start, the second down from the end: both endpoints exact);
+    integer outputs, one and zero steps, a float64 endpoint into float32; nothing falls back."""
+    def cases(d: str) -> list[torch.Tensor]:
+        s, e = torch.tensor(1.0, device=d), torch.tensor(3.0, device=d)
+        return [torch.linspace(s, e, 5, device=d), torch.linspace(0.5, e, 4, device=d),
+                torch.linspace(s, -2.25, 6, device=d), torch.linspace(s, e, 1, device=d),
+                torch.linspace(s, e, 0, device=d),
+                torch.linspace(torch.tensor(-3, device=d), torch.tensor(40, device=d), 9, dtype=torch.int64, device=d),
+                torch.linspace(torch.tensor(0.1, dtype=torch.float64, device=d), e, 50, device=d),
+                torch.logspace(s, e, 5, device=d), torch.logspace(s, 3.0, 7, base=2.0, device=d),
+                torch.logspace(torch.tensor(-2.0, device=d), torch.tensor(2.0, device=d), 33, base=3.0, device=d)]
+
+    for i, (got, want) in enumerate(zip(cases("lazy"), cases("cpu"), strict=True)):
+        got = got.cpu()
+        assert got.dtype == want.dtype and got.shape == want.shape, (got, want)
+        torch.testing.assert_close(got, want)
+        if want.numel() and i < 7:  # linspace's endpoints are exact (logspace's within an ulp)
+            assert got[0] == want[0] and got[-1] == want[-1], (got, want)
+    assert _fallbacks() == {}
