@@ -32,8 +32,11 @@ from lazy_mlir import lowering
 from .mlir_backend import MlirBackend, text_digest
 from .reference_libm import LIBM_SOURCE, call_libm
 from .reference_memref_copy import MEMREF_COPY_SYMBOL, memref_copy_address, raise_copy_error
+from .reference_results import CONSUME_PREFIX, MAX_RESULTS_PER_CALL, split_result_calls
 
-_CONSUME_PREFIX = "refbackend_consume_func_return_"
+_CONSUME_PREFIX = CONSUME_PREFIX
+#: The pass after which results are handed back by calls (reference_results.py splits them).
+_MUNGE = "refback-munge-calling-conventions"
 
 # Torch dtype -> (numpy dtype used to pass the buffer, memref token in callback names).
 _NP_DTYPES: dict[torch.dtype, Any] = {
@@ -138,7 +141,8 @@ class ReferenceExecutable:
 
         self.func_name = func_name
         self.n_results = n_results
-        self._result: list[torch.Tensor] | None = None
+        self._result: list[torch.Tensor] = []
+        self._allocated: list[int] = []
         self._inputs: set[int] = set()
         self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=_half_float_runtime())
         # A strided copy calls MLIR's C runtime, which torch-mlir's wheel lacks.
@@ -160,20 +164,14 @@ class ReferenceExecutable:
         proto = ctypes.CFUNCTYPE(None, *[ctypes.POINTER(UnrankedMemRefDescriptor) for _ in tokens])
 
         def consume(*ptrs: Any) -> None:
-            # Copy every result before freeing any: results may share a buffer
-            # (a view of another result, e.g. matmul's squeezed mm).
-            results = [torch.from_numpy(np.array(unranked_memref_to_numpy(ptr, _TOKEN_DTYPES[token]), copy=True))
-                       for ptr, token in zip(ptrs, tokens)]
-            freed: set[int] = set()
+            # Copy every result now, free after the last chunk (__call__): results may share
+            # a buffer (a view of another result, e.g. matmul's squeezed mm).
+            self._result.extend(
+                torch.from_numpy(np.array(unranked_memref_to_numpy(ptr, _TOKEN_DTYPES[token]), copy=True))
+                for ptr, token in zip(ptrs, tokens))
             for ptr in ptrs:
                 header = ctypes.cast(ptr[0].descriptor, ctypes.POINTER(_RankedDescriptorHeader))[0]
-                alloc = header.allocated or 0
-                # Free buffers the compiled code allocated for us: not globals,
-                # not our own inputs, each once.
-                if alloc and alloc != _GLOBAL_SENTINEL and alloc not in self._inputs and alloc not in freed:
-                    freed.add(alloc)
-                    _libc.free(alloc)
-            self._result = results
+                self._allocated.append(header.allocated or 0)
 
         cb = proto(consume)
         self._callbacks.append(cb)
@@ -191,13 +189,21 @@ class ReferenceExecutable:
             keep.append(arr)
             self._inputs.add(t.data_ptr())
             ffi_args.append(ctypes.pointer(ctypes.pointer(get_unranked_memref_descriptor(arr))))
-        self._result = None
-        self.engine.invoke(self.func_name, *ffi_args)
-        results = self._result
-        self._result = None
+        self._result, self._allocated = [], []
+        try:
+            self.engine.invoke(self.func_name, *ffi_args)
+        finally:
+            # Free buffers the compiled code allocated for us: not globals, not our own
+            # inputs, each once.
+            freed: set[int] = set()
+            for alloc in self._allocated:
+                if alloc and alloc != _GLOBAL_SENTINEL and alloc not in self._inputs and alloc not in freed:
+                    freed.add(alloc)
+                    _libc.free(alloc)
+        results, self._result, self._allocated = self._result, [], []
         raise_copy_error()
-        if results is None and self.n_results:
-            raise RuntimeError(f"{self.func_name} produced no results")
+        if len(results) != self.n_results:
+            raise RuntimeError(f"{self.func_name} produced {len(results)} results, expected {self.n_results}")
         # i1 results come back as numpy bools already; bf16 ones as f32 carriers.
         return [lowering.from_carrier(r, dtype) for r, dtype in zip(results or [], result_dtypes)]
 
@@ -232,7 +238,16 @@ class ReferenceBackend(MlirBackend):
         for comp in computations:
             linalg = self.lower_to_target(comp)
             linalg = replace(linalg, module=call_libm(linalg.clone_module()))
-            llvm = lowering.pipelines.run_pipeline(linalg, _refback_pipeline(self.runtime_checks), "llvm")
+            pipeline = _refback_pipeline(self.runtime_checks)
+            cut = pipeline.index(_MUNGE) + len(_MUNGE)
+            munged = lowering.pipelines.run_pipeline(linalg, pipeline[:cut] + ")", "munged")
+            if len(comp.results) > MAX_RESULTS_PER_CALL:
+                from torch_mlir import ir
+
+                split = split_result_calls(munged.asm(locations=False))
+                if split is not None:
+                    munged = replace(munged, module=ir.Module.parse(split, context=munged.module.context))
+            llvm = lowering.pipelines.run_pipeline(munged, "builtin.module(" + pipeline[cut + 1:], "llvm")
             out.append(self._executable(llvm.module, comp))
         return out
 
