@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lazy_core import config
+from lazy_core import config, metrics
 from lazy_core.backend import BackendData, BackendDevice
 from lazy_mlir import lowering
 
@@ -37,6 +38,8 @@ from .reference_results import CONSUME_PREFIX, MAX_RESULTS_PER_CALL, split_resul
 _CONSUME_PREFIX = CONSUME_PREFIX
 #: The pass after which results are handed back by calls (reference_results.py splits them).
 _MUNGE = "refback-munge-calling-conventions"
+#: Graphs larger than this (lines of torch-dialect IR) JIT at -O0 (ReferenceBackend._opt_level_for).
+_MAX_OPTIMIZED_LINES = 12_000
 
 # Torch dtype -> (numpy dtype used to pass the buffer, memref token in callback names).
 _NP_DTYPES: dict[torch.dtype, Any] = {
@@ -251,8 +254,21 @@ class ReferenceBackend(MlirBackend):
             out.append(self._executable(llvm.module, comp))
         return out
 
+    def _opt_level_for(self, comp: lowering.Computation) -> int:
+        """``opt_level``, or 0 for a graph too large for LLVM's optimizer to finish in reasonable
+        time: -O2 took 5-12 s on HF training steps of 4,000-5,600 torch-dialect lines and more
+        than 20 minutes on MobileViT's (33,000 lines), which -O0 compiles in seconds."""
+        lines = comp.mlir.count("\n")
+        if self.opt_level == 0 or lines <= _MAX_OPTIMIZED_LINES:
+            return self.opt_level
+        if config.debug_level() >= 1:
+            sys.stderr.write(f"lazy_core: reference backend: {comp.func_name} has {lines} lines of torch-dialect "
+                             f"IR (over {_MAX_OPTIMIZED_LINES}): JIT-compiled at -O0, not -O{self.opt_level}\n")
+        metrics.counter_add("reference_unoptimized_graphs")
+        return 0
+
     def _executable(self, llvm_module: Any, comp: lowering.Computation) -> ReferenceExecutable:
-        exe = ReferenceExecutable(llvm_module, comp.func_name, self.opt_level, len(comp.results))
+        exe = ReferenceExecutable(llvm_module, comp.func_name, self._opt_level_for(comp), len(comp.results))
         exe.result_dtypes = [r.logical_dtype or r.dtype for r in comp.results]  # type: ignore[attr-defined]
         exe.arg_dtypes = [a.dtype for a in comp.args]  # type: ignore[attr-defined]
         # Kept for executable_to_bytes: the graph cache stores this LLVM-dialect module.

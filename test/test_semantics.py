@@ -668,3 +668,18 @@ def test_a_graph_with_more_results_than_a_callback_takes(monkeypatch):
     want = [x * i if i % 3 == 0 else (x > i % 5) if i % 3 == 1 else (x * i).to(torch.int64).sum() for i in range(n)]
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert torch.equal(g.cpu(), w), i
+
+
+def test_the_reference_jit_skips_llvms_optimizer_for_a_huge_graph():
+    """LLVM -O2 took more than 20 minutes on MobileViT's AdamW step (33,000 lines of torch-dialect
+    IR; HF steps of 4,000-5,600 lines take 5-12 s): a graph over the bound JIT-compiles at -O0."""
+    from types import SimpleNamespace
+
+    from lazy_mlir.backends.reference import _MAX_OPTIMIZED_LINES, ReferenceBackend
+
+    backend = ReferenceBackend(opt_level=2)
+    small = SimpleNamespace(mlir="op\n" * 5000, func_name="small")
+    huge = SimpleNamespace(mlir="op\n" * (_MAX_OPTIMIZED_LINES + 1), func_name="huge")
+    assert backend._opt_level_for(small) == 2
+    assert backend._opt_level_for(huge) == 0
+    assert ReferenceBackend(opt_level=0)._opt_level_for(small) == 0
