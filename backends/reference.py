@@ -257,7 +257,7 @@ class ReferenceBackend(MlirBackend):
     def _opt_level_for(self, comp: lowering.Computation) -> int:
         """``opt_level``, or 0 for a graph too large for LLVM's optimizer to finish in reasonable
         time: -O2 took 4.6-12 s on HF training steps of 3,700-5,600 torch-dialect lines and more
-        than 20 minutes on MobileViT's (33,000 lines), which -O0 compiles in seconds."""
+        than 18 minutes (killed) on MobileViT's (33,000 lines), which -O0 compiles in seconds."""
         lines = comp.mlir.count("\n")
         if self.opt_level == 0 or lines <= _MAX_OPTIMIZED_LINES:
             return self.opt_level

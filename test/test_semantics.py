@@ -671,7 +671,7 @@ def test_a_graph_with_more_results_than_a_callback_takes(monkeypatch):
 
 
 def test_the_reference_jit_skips_llvms_optimizer_for_a_huge_graph():
-    """LLVM -O2 took more than 20 minutes on MobileViT's AdamW step (33,000 lines of torch-dialect
+    """LLVM -O2 ran more than 18 minutes (killed) on MobileViT's AdamW step (33,000 lines of torch-dialect
     IR; HF steps of 3,700-5,600 lines take 4.6-12 s): a graph over the bound JIT-compiles at -O0."""
     from types import SimpleNamespace
 
