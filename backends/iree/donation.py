@@ -28,6 +28,17 @@ an optimizer's state update (momentum buffers, Adam's moments, step
 counters, a parameter updated where nothing else reads it); a parameter
 also read by the forward and backward passes is computed functionally.
 
+That alone is not enough when the new value is also read elsewhere (Adam's
+parameter update reads the new moments): IREE may clone the cheap
+elementwise chain into the reader's dispatch and recompute the new value
+there from the argument, after another dispatch already wrote the new value
+into it, so the chain runs twice (measured on 3.13, iree-vulkan, a tiny
+RoBERTa whose whole AdamW step was one graph: every parameter off by 0.67
+lr, the moments right). Such a value goes through ``util.optimization_barrier``
+first (``_materialize``): its readers then read it as computed once, after
+every read of the old buffer. A returned intermediate of the chain gets the
+same barrier, for the same reason.
+
 ``donate_arguments`` rewrites the torch-dialect text handed to iree-compile
 that way. Donated results are no longer returned; the backend hands the
 argument's buffer view out as the result instead (see ``IreeBackend``).
@@ -75,6 +86,7 @@ def donate_arguments(mlir: str, func_name: str, donated: Mapping[int, int]) -> t
 
     with ir.Context() as ctx, ir.Location.unknown():
         torch_d.register_dialect(ctx)
+        ctx.allow_unregistered_dialects = True  # torch_c and util ops (``_materialize``)
         module = ir.Module.parse(mlir)
         func = _find_func(module, func_name)
         block = func.regions[0].blocks[0]
@@ -86,8 +98,16 @@ def donate_arguments(mlir: str, func_name: str, donated: Mapping[int, int]) -> t
             value = results[r]
             if value == arg or str(value.type) != str(arg.type) or not str(arg.type).startswith("!torch.vtensor<"):
                 continue
-            if not _safe_in_place(arg, value, ret):
+            chain = _safe_in_place(arg, value, ret)
+            if chain is None:
                 continue
+            # Read elsewhere, the new value must be computed once (module docstring); a
+            # chain value the return reads could be recomputed from the written buffer too.
+            shared = [v for v in chain if any((u.owner.operation == ret.operation) != (v == value) for u in v.uses)]
+            if not all(_builtin_type(str(v.type)) for v in shared):
+                continue
+            for v in shared:
+                _materialize(block, v)
             applied[a] = r
             vtensor = arg.type
             with ir.InsertionPoint.at_block_begin(block):
@@ -125,8 +145,9 @@ def _shape(type_text: str) -> str:
     return type_text.split("<", 1)[-1].split("]", 1)[0]
 
 
-def _safe_in_place(arg, result, ret) -> bool:  # noqa: ANN001 - torch_mlir.ir values and ops
-    """Whether IREE may write ``result`` into ``arg``'s buffer without a later read of the old value.
+def _safe_in_place(arg, result, ret) -> list | None:  # noqa: ANN001 - torch_mlir.ir values and ops
+    """The values computed from ``arg`` on the way to ``result`` (``result`` included) when IREE
+    may write ``result`` into ``arg``'s buffer without a later read of the old value; None when not.
 
     Follows the values computed from ``arg`` up to ``result``. Each must be
     made by an elementwise op of ``arg``'s shape, and used only by ops that
@@ -149,6 +170,7 @@ def _safe_in_place(arg, result, ret) -> bool:  # noqa: ANN001 - torch_mlir.ir va
                 stack.append(v.owner.operation)
     shape = _shape(str(arg.type))
     seen: set = set()
+    chain = [] if _is_block_argument(result) else [result]
     frontier = [arg]
     while frontier:
         value = frontier.pop()
@@ -156,21 +178,60 @@ def _safe_in_place(arg, result, ret) -> bool:  # noqa: ANN001 - torch_mlir.ir va
             op = use.owner.operation
             if op == ret:
                 if value == arg:
-                    return False  # the old value is itself a result: it must survive
+                    return None  # the old value is itself a result: it must survive
                 continue
             if op not in ancestors:
-                return False  # read by something the result does not wait for
+                return None  # read by something the result does not wait for
             if op in seen:
                 continue
             seen.add(op)
             if not _ELEMENTWISE.match(op.name):
-                return False
+                return None
             for r in op.results:
                 if _shape(str(r.type)) != shape:
-                    return False
+                    return None
                 if r != result:
                     frontier.append(r)
-    return True
+                    chain.append(r)
+    return chain
+
+
+#: torch-dialect element types and their builtin-tensor spelling (what ``torch_c`` converts to).
+_BUILTIN_ELEMENT = {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64", "i1": "i1",
+                    "si8": "i8", "ui8": "ui8", "si16": "i16", "si32": "i32", "si64": "i64"}
+
+
+def _builtin_type(vtensor: str) -> str | None:
+    """``!torch.vtensor<[2,?],f32>`` as ``tensor<2x?xf32>``; None for a type this does not know."""
+    m = re.fullmatch(r"!torch\.vtensor<\[([^\]]*)\],(\w+)>", vtensor)
+    element = _BUILTIN_ELEMENT.get(m.group(2)) if m else None
+    if element is None:
+        return None
+    dims = [d.strip() for d in m.group(1).split(",") if d.strip()]
+    return "tensor<" + "".join(("?" if d == "-1" else d) + "x" for d in dims) + element + ">"
+
+
+def _materialize(block, value) -> None:  # noqa: ANN001 - torch_mlir.ir block and value
+    """Route every reader of ``value`` through ``util.optimization_barrier``.
+
+    IREE cannot see through the barrier, so no reader's dispatch recomputes
+    ``value`` from its operands: it is computed once, by the dispatch that
+    reads the donated argument, and read from that result. The ops are built
+    generically (torch-mlir's context does not know IREE's ``util`` dialect);
+    iree-compile parses the generic form.
+    """
+    from torch_mlir import ir
+
+    vtensor = value.type
+    builtin = ir.Type.parse(_builtin_type(str(vtensor)))
+    owner = value.owner.operation
+    ops = list(block.operations)
+    after = next(i for i, op in enumerate(ops) if op.operation == owner) + 1
+    with ir.InsertionPoint(ops[after]), owner.location:
+        to = ir.Operation.create("torch_c.to_builtin_tensor", results=[builtin], operands=[value])
+        kept = ir.Operation.create("util.optimization_barrier", results=[builtin], operands=[to.result])
+        back = ir.Operation.create("torch_c.from_builtin_tensor", results=[vtensor], operands=[kept.result])
+    value.replace_all_uses_except(back.result, to)
 
 
 def _is_block_argument(value) -> bool:  # noqa: ANN001
