@@ -134,6 +134,11 @@ class GraphExecutor:
         self.track_hooks: list[Any] = []
         self.track_hook_every = 256
         self._tracks = 0
+        #: Reads answered by ``host_eval.cone_on_host`` since pending work last ran. The count
+        #: depends only on what was recorded since then, never on earlier calls or steps, so a
+        #: program cuts its graphs at the same reads every time it runs (generate()'s prefill
+        #: graph stays one family from its first call on).
+        self._cone_reads = 0
         #: read_hook(executor, tensors, reason) replaces to_host_many (lazy_core.checks
         #: reads its device-side check flags with the values); it calls _to_host_many.
         self.read_hook: Any = None
@@ -197,6 +202,7 @@ class GraphExecutor:
         """
         live = self.live_storages()
         pending = [s for s in live if not s.value.node.is_leaf()]
+        self._cone_reads = 0
         if pending:
             try:
                 self._execute(pending, [], "mark_step", live)
@@ -236,6 +242,17 @@ class GraphExecutor:
             # promises just its tensors, and a collective's segment must not
             # pull in the backward still being recorded after it.
             storages = self._sharing_storages(pending) if only_sharing else self.pending_storages()
+            if (not only_sharing and self._cone_reads < host_eval.MAX_CONE_READS
+                    and host_eval.cone_on_host(pending, reason)
+                    and not host_eval.cone_on_host([s.value for s in storages], reason)):
+                # The read's own small cone, on the host; the rest, which the host cannot
+                # compute, stays pending (host_eval). Pending work the host can compute whole
+                # runs whole, as before: it leaves nothing behind to reorder the next graph.
+                self._cone_reads += 1
+                metrics.counter_add("host_eval_cone")
+                storages = []
+            else:
+                self._cone_reads = 0
             results = self._execute(storages, pending, reason)
             for t, v in zip(tensors, values):
                 if not v.node.is_leaf():

@@ -45,8 +45,9 @@ from .ir import DeviceData, ScalarParam
 
 #: Elements of the largest value kept on the host or computed there.
 MAX_ELEMENTS = 4096
-#: Ops of the largest graph evaluated on the host (the interpreter costs ~10 us per op).
-MAX_NODES = 64
+#: Ops of the largest graph evaluated on the host (the interpreter costs ~10 us per op, a
+#: graph break far more). T5's decoder mask is 65 ops from the uploaded labels.
+MAX_NODES = 256
 
 
 def small(t: torch.Tensor) -> bool:
@@ -79,6 +80,46 @@ def eligible(graph: LazyGraph, reason: str) -> bool:
         elif not isinstance(leaf, ScalarParam):
             return False
     return all(m.numel() <= MAX_ELEMENTS for n in graph.nodes for m in n.metas if m is not None)
+
+
+#: Reads answered from their own cone (``cone_on_host``) before the pending work must run: a
+#: loop that never calls ``mark_step()`` and reads a host-known flag each iteration would
+#: otherwise grow one graph without end.
+MAX_CONE_READS = 8
+
+
+def cone_on_host(outputs: list[Any], reason: str) -> bool:
+    """Whether a scalar read of ``outputs`` can be answered from their own small, host-known
+    cone alone, leaving the other pending work pending.
+
+    HF's attention-mask helpers ask ``fast_all(padding_mask)`` in the middle of a forward: the
+    mask comes from the uploaded ``attention_mask``, but the pending graph already holds the
+    embeddings (weights), so ``eligible`` said no and the step ran as three graphs (Llama, OPT,
+    BART, GPT-BigCode from their configs). Evaluating just the mask's ops on the host keeps the
+    step one graph; the mask is computed again inside it, from the same values."""
+    if not _scalar_read(reason) or not _enabled():
+        return False
+    seen: set[int] = set()
+    ops = 0
+    stack = [o.node for o in outputs]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, DeviceData):
+            if node.host is None:
+                return False
+            continue
+        if isinstance(node, ScalarParam):
+            continue
+        if node.is_leaf():
+            return False
+        ops += 1
+        if ops > MAX_NODES or any(m is not None and m.numel() > MAX_ELEMENTS for m in node.metas):
+            return False
+        stack.extend(o.node for o in node.operands)
+    return True
 
 
 def evaluate(graph: LazyGraph) -> list[torch.Tensor] | None:

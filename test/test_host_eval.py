@@ -132,3 +132,56 @@ def test_a_full_graph_step_still_refuses_the_read(on) -> None:
     with pytest.raises(RuntimeError, match="full_graph"):
         with lazy_core.step(full_graph=True):
             (lx + 1).sum().item()
+
+
+def test_a_read_of_a_host_known_cone_leaves_the_step_pending(on) -> None:
+    """HF's mask helpers ask ``fast_all(padding_mask)`` mid-forward, after the embeddings (which read
+    weights only the device holds) are recorded: the whole pending step ran there, and Llama, OPT,
+    BART and GPT-BigCode training steps from their configs ran as three graphs. Only the read's own
+    cone (the mask's ops) runs on the host now; the step stays one graph, with eager's values."""
+    w = torch.randn(10, 4).to("lazy") * 1.0
+    lazy_core.mark_step()  # w: a value only the device holds
+    ids = torch.tensor([[1, 2, 3, 0]])
+    mask = torch.tensor([[1, 1, 1, 0]])
+    lids, lmask = ids.to("lazy"), mask.to("lazy")
+    metrics.reset()
+    emb = w[lids]  # pending, reads w
+    if bool((lmask == 1).all()):  # the read: mask == 1 and all() run on the host
+        out = emb.sum(-1)
+    else:
+        out = (emb * (lmask == 1).unsqueeze(-1)).sum(-1)
+    c = metrics.counters()
+    assert c.get("host_eval", 0) == 1 and c.get("execute", 0) == 0, c
+    lazy_core.mark_step()
+    assert metrics.counters().get("execute", 0) == 1, metrics.counters()
+    want = (w.cpu()[ids] * (mask == 1).unsqueeze(-1)).sum(-1)
+    torch.testing.assert_close(out.cpu(), want)
+
+
+def test_reads_answered_from_their_cone_are_bounded_without_a_step(on) -> None:
+    """A loop that reads a host-known flag each iteration and never calls ``mark_step()`` would grow
+    one pending graph without end: after ``MAX_CONE_READS`` such reads the next read runs the
+    pending work, and the count starts again. The rule depends on nothing before the last cut, so
+    the same loop run again cuts its graphs at the same reads (no mark_step() between)."""
+    w = torch.randn(8).to("lazy") * 1.0
+    lazy_core.mark_step()
+    flag = torch.tensor([1, 0, 1]).to("lazy")
+    acc = w
+    reads = 3 * host_eval.MAX_CONE_READS
+    cuts = reads // (host_eval.MAX_CONE_READS + 1)
+    for _ in range(2):
+        metrics.reset()
+        for _ in range(reads):
+            acc = acc * 0.5 + 1.0
+            assert bool((flag > 0).any())
+        float(acc.sum())  # a cut (acc stays a value only the device holds): the next loop starts as this one did
+        c = metrics.counters()
+        assert c.get("host_eval_cone", 0) == reads - cuts, c
+        assert c.get("execute_reason::item", 0) == reads + 1, c
+    torch.testing.assert_close(acc.cpu(), _halvings(w.cpu(), 2 * reads))
+
+
+def _halvings(x: torch.Tensor, n: int) -> torch.Tensor:
+    for _ in range(n):
+        x = x * 0.5 + 1.0
+    return x

@@ -84,8 +84,10 @@ def _train(case: Case, model: nn.Module, batches: list[dict], device: str, per_s
     return torch.stack(losses)
 
 
-def run_case(case: Case, backend_name: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
-    """Train ``case`` eagerly and lazily; assert values, fallbacks and graph counts."""
+def run_case(case: Case, backend_name: str, monkeypatch: pytest.MonkeyPatch,
+             one_graph: bool = False) -> dict[str, list]:
+    """Train ``case`` eagerly and lazily; assert values, fallbacks and graph counts (with
+    ``one_graph``, one graph per step besides the fallbacks: the mask reads ran on the host)."""
     monkeypatch.setenv("LAZY_REFERENCE_OPT_LEVEL", "0")  # small graphs; -O2 only costs compile time
     torch.manual_seed(0)
     model = case.build()
@@ -124,6 +126,9 @@ def run_case(case: Case, backend_name: str, monkeypatch: pytest.MonkeyPatch) -> 
         assert sum(reads.values()) == case.mask_reads, f"step {step}: host reads {reads}"
     graphs = 1 + case.mask_reads + sum(case.fallbacks.values())
     assert all(n <= max(graphs, 2) for n in seen["execute"]), f"graphs executed per step: {seen['execute']}"
+    if one_graph:
+        graphs = 1 + sum(case.fallbacks.values())
+        assert all(n == graphs for n in seen["execute"]), f"graphs executed per step: {seen['execute']}"
     # The step's graph (plus one per mask read) compiles at the first step; the
     # second may compile it once more where buffer donation changes after the
     # first step (iree-cpu with BatchNorm buffers); none after that.
@@ -173,6 +178,13 @@ def _distilbert() -> nn.Module:
 def _gpt2() -> nn.Module:
     t = _transformers()
     return t.GPT2LMHeadModel(t.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, n_positions=16))
+
+
+def _llama() -> nn.Module:
+    t = _transformers()
+    return t.LlamaForCausalLM(t.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=32, max_position_embeddings=16))
 
 
 def _t5() -> nn.Module:
@@ -276,6 +288,7 @@ CASES = {
     "lstm-lm": Case(lambda: _RnnLM("LSTM"), _lm_batch, clip=0.5, scheduler=True),
     "gru-lm": Case(lambda: _RnnLM("GRU"), _lm_batch, clip=0.5, scheduler=True),
     "t5": Case(_t5, _t5_batch, mask_reads=2),
+    "llama": Case(_llama, _mlm_batch, mask_reads=2),
     "vit": Case(_vit, _image_batch),
 }
 #: The default run: each compiling backend once, a few models (the rest is ``slow``).
@@ -310,3 +323,16 @@ def _params() -> list:
 def test_model_trains_like_eager_in_whole_graphs(model: str, backend_name: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(CASES[model], backend_name, monkeypatch)
+
+
+@pytest.mark.parametrize("model", ["bert", "gpt2", "llama", "t5"])
+def test_hf_training_step_is_one_graph_with_users_default_reads(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With users' default (``LAZY_HOST_EVAL=1``), HF's mask reads (``padding_mask.all()`` in
+    masking_utils) mid-forward ran the whole pending step, weights included, on the backend: BERT's
+    steps were two graphs, GPT-2's and Llama's three, T5's three. Each read's own cone (the mask's
+    ops over the uploaded attention mask or labels) now runs on the host and the step stays one
+    graph (lazy_core.host_eval.cone_on_host), with eager's values."""
+    monkeypatch.setenv("LAZY_HOST_EVAL", "1")
+    seen = run_case(CASES[model], "iree-cpu", monkeypatch, one_graph=True)
+    assert metrics.counters().get("host_eval_cone", 0) > 0
+    assert seen["execute"]
