@@ -110,6 +110,12 @@ class MlirBackend(BackendImpl):
     def supports_op(self, op: Any) -> bool:
         return lowering.can_lower(op)
 
+    def support_depends_on_arguments(self, op: Any) -> bool:
+        return lowering.depends_on_arguments(op)
+
+    def supports_call(self, op: Any, args: tuple, kwargs: dict) -> bool:
+        return lowering.can_lower_call(op, args, kwargs)
+
     # Host-memory data: subclasses with device memory override both.
     def make_backend_data(self, tensor: torch.Tensor, device: BackendDevice) -> BackendData:
         return BackendData(tensor.detach().contiguous().clone(), tensor.shape, tensor.dtype, device)

@@ -154,6 +154,17 @@ class BackendImpl(ABC):
         returns False runs eagerly on the CPU (counted as a fallback)."""
         return True
 
+    def support_depends_on_arguments(self, op: Any) -> bool:
+        """Whether ``supports_call`` must be asked at each call of ``op`` (asked once per op:
+        the tracer's fast path skips ops whose support never depends on their arguments)."""
+        return False
+
+    def supports_call(self, op: Any, args: tuple, kwargs: dict) -> bool:
+        """Whether this call of ``op``, a supported op, can appear in a computation (e.g.
+        ``polygamma`` of orders 0 and 1 only). Read only the Python scalars among ``args`` and
+        ``kwargs``; a call that returns False runs eagerly on the CPU, as an unsupported op."""
+        return True
+
     #: Whether float subnormals (float32 magnitudes below 2**-126) become zero in
     #: arithmetic and comparisons, as eager does only under
     #: ``torch.set_flush_denormal(True)``. PyTorch keeps them by default; a backend

@@ -1063,6 +1063,7 @@ def _classify(func: Any, backend: Any) -> tuple[int, OpPlan | None]:
         or func is _NATIVE_BATCH_NORM
         or func in cpu_results.FIXES
         or not backend.supports_op(func)
+        or backend.support_depends_on_arguments(func)
         or checks.guarded(func)
     )
     if general:
@@ -1099,7 +1100,8 @@ def _dispatch_unfixed(func: Any, args: tuple, kwargs: dict) -> Any:
         decomposition = _write_decomposition(func, args, kwargs)
         if decomposition is not None:
             return decomposition(*args, **kwargs)
-    if not active_backend().supports_op(func):
+    backend = active_backend()
+    if not backend.supports_op(func) or not backend.supports_call(func, args, kwargs):
         return fallback.run_eagerly(func, args, kwargs, why="unsupported by backend")
     if checks.guarded(func):  # safe indices and divisors, device-side checks (lazy_core.checks)
         with checks.transaction():

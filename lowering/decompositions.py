@@ -590,6 +590,8 @@ DECOMPOSED_OPS = (
     # ``lgamma`` and ``digamma`` (lowering/gamma.py): no torch-dialect op; torch.distributions'
     # Gamma, Beta, Dirichlet and StudentT log-probabilities, and lgamma's gradient, ran eagerly.
     aten.lgamma.default, aten.digamma.default, aten.mvlgamma.default,
+    # ``polygamma`` of order 0 and 1 (digamma's gradient); higher orders run eagerly (_ONLY_WHEN).
+    aten.polygamma.default,
     # Matrix products with an empty contracted dimension (lowering/empty_contractions.py): IREE
     # crashed compiling them (_ONLY_WHEN for those that lower as they are otherwise).
     aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
@@ -1956,6 +1958,7 @@ def _table() -> dict[Any, Callable]:
         table[getattr(aten.linspace, overload)] = ranges.linspace
         table[getattr(aten.logspace, overload)] = ranges.logspace
     table[aten.digamma.default] = gamma.digamma
+    table[aten.polygamma.default] = gamma.polygamma
     table[aten.mvlgamma.default] = gamma.mvlgamma
     for op in empty_contractions.OPS:  # mm, bmm, mv, dot: only the empty form (_ONLY_WHEN)
         only_empty = op in (aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default)
@@ -2032,6 +2035,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.hardtanh_backward.default, aten.softplus_backward.default), _floating_second_input),
     **dict.fromkeys((aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar), _integer_zero_alpha),
     aten.sign.default: _not_bool_input,
+    aten.polygamma.default: lambda node: node.args[0] in (0, 1),
     aten.sgn.default: _not_bool_input,
     # Always, but listed so that the atan2 inside the decomposition stays whole.
     aten.atan2.default: lambda node: True,

@@ -27,7 +27,7 @@ import math
 
 import torch
 
-__all__ = ["digamma", "lgamma", "mvlgamma"]
+__all__ = ["digamma", "lgamma", "mvlgamma", "polygamma"]
 
 #: How far the argument moves up before the asymptotic series (z >= 10: its first omitted
 #: term is below 1e-16 relative).
@@ -108,3 +108,29 @@ def mvlgamma(x: torch.Tensor, p: int) -> torch.Tensor:
     offsets = torch.arange(p, dtype=x.dtype, device=x.device) * 0.5 - (p - 1) * 0.5
     terms = lgamma(x.unsqueeze(-1) + offsets)
     return (terms.sum(-1) + p * (p - 1) / 4 * math.log(math.pi)).to(out)
+
+
+def _trigamma(x: torch.Tensor) -> torch.Tensor:
+    """Eager's ``calc_trigamma`` step for step (Math.h): reflected below 0.5 with ``sin(pi x)``
+    unreduced (its huge values at the negative integers included), six recurrence steps, then
+    three terms of the asymptotic series."""
+    small = x < 0.5
+    s = torch.sin(math.pi * x)
+    z = torch.where(small, 1 - x, x)
+    acc = 1 / (z * z)  # not 0 + ...: lavapipe drops additions of a literal zero (miscompiles.py)
+    for _ in range(5):
+        z = z + 1
+        acc = acc + 1 / (z * z)
+    z = z + 1
+    ixx = 1 / (z * z)
+    acc = acc + (1 + 1 / (2 * z) + ixx * (1 / 6 - ixx * (1 / 30 - ixx * (1 / 42)))) / z
+    return torch.where(small, math.pi * math.pi / (s * s) - acc, acc)
+
+
+def polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
+    """``polygamma(0, x)`` is ``digamma``, ``polygamma(1, x)`` the trigamma function (the gradient
+    of ``digamma``); higher orders need the Hurwitz zeta and are not decomposed (_ONLY_WHEN)."""
+    if n == 0:
+        return digamma(x)
+    x, out = _computed(x)
+    return _trigamma(x).to(out)

@@ -79,3 +79,40 @@ def can_lower(op: Any) -> bool:
 
 
 _lowerable: dict[Any, bool] = {}
+
+
+def _polygamma_order(n: Any) -> bool:
+    return isinstance(n, int) and n in (0, 1)
+
+
+#: Ops lowered for some arguments only, by a condition on the call's Python arguments (ints,
+#: floats, bools; the tensors themselves are not read): ``polygamma`` of order 0 and 1 is
+#: decomposed (lowering/gamma.py); higher orders have no lowering and run eagerly at the call,
+#: the graph continuing after it. Without the condition the op would be "supported", and a graph
+#: holding ``polygamma(2, x)`` would fail to compile.
+CALL_CONDITIONS: dict[Any, Any] = {}
+
+
+def _conditions() -> dict[Any, Any]:
+    if not CALL_CONDITIONS:
+        import torch
+
+        aten = torch.ops.aten
+        CALL_CONDITIONS.update({
+            aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
+            aten.polygamma_.default: lambda args, kwargs: _polygamma_order(
+                kwargs.get("n", args[1] if len(args) > 1 else None)),
+        })
+    return CALL_CONDITIONS
+
+
+def depends_on_arguments(op: Any) -> bool:
+    """Whether ``can_lower_call`` must be asked for each call of ``op``."""
+    return op in _conditions()
+
+
+def can_lower_call(op: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether this call of ``op`` (its Python arguments) can be lowered; ``can_lower`` says the
+    op can be for some arguments."""
+    condition = _conditions().get(op)
+    return condition is None or bool(condition(args, kwargs))

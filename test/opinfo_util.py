@@ -224,8 +224,11 @@ def fallback_reason(op_str: str) -> str:
         return "random"
     if p.inplace_view:
         return "inplace-view"
-    if not lazy_core.active_backend().supports_op(op):
+    backend = lazy_core.active_backend()
+    if not backend.supports_op(op):
         return "unsupported by backend"
+    if backend.support_depends_on_arguments(op):
+        return "unsupported by backend for these arguments"
     return "untraceable"
 
 

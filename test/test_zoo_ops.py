@@ -899,8 +899,9 @@ def test_products_over_an_empty_dimension_compile_and_match_eager(compiling: str
 def test_lgamma_digamma_mvlgamma_compile_with_eagers_special_values(compiling: str, dtype: torch.dtype) -> None:
     """No torch-mlir lowering: every graph with ``lgamma`` (torch.distributions' Gamma, Beta,
     Dirichlet, StudentT log-probabilities) or ``digamma`` (lgamma's gradient, their entropies)
-    was cut there and ran the op eagerly. lowering/gamma.py: poles, signed zeros, infinities and
-    NaN as eager gives them, the rest within float tolerance."""
+    was cut there and ran the op eagerly, and so did ``polygamma(1, x)`` (digamma's gradient: a
+    Gamma entropy's). lowering/gamma.py: poles, signed zeros, infinities and NaN as eager gives
+    them (trigamma's huge values at the negative integers too), the rest within float tolerance."""
     g = torch.Generator().manual_seed(0)
     special = torch.tensor([0.0, -0.0, -1.0, -2.0, -2.5, 1.0, 2.0, math.inf, -math.inf, math.nan, 1e-30, -1e-30,
                             1e30, -1e30, 1.4616321, 0.5, -0.5, -3.7, 100.5, -100.5, 1e7 + 0.5], dtype=dtype)
@@ -908,7 +909,9 @@ def test_lgamma_digamma_mvlgamma_compile_with_eagers_special_values(compiling: s
                    torch.rand(500, generator=g, dtype=dtype) * 3, torch.randn(50, generator=g, dtype=dtype) * 1e4])
     for name, fn in {"lgamma": torch.lgamma, "digamma": torch.digamma, "gammaln": torch.special.gammaln,
                      "mvlgamma": lambda t: torch.mvlgamma(t.abs() + 2, 3),
-                     "int lgamma": lambda t: torch.lgamma(t.clamp(-50, 50).to(torch.int64))}.items():
+                     "int lgamma": lambda t: torch.lgamma(t.clamp(-50, 50).to(torch.int64)),
+                     "polygamma 0": lambda t: torch.polygamma(0, t), "trigamma": lambda t: torch.polygamma(1, t),
+                     "int trigamma": lambda t: torch.special.polygamma(1, t.clamp(-50, 50).to(torch.int64))}.items():
         want, got = fn(x), fn(x.to("lazy")).cpu()
         assert got.dtype == want.dtype, name
         torch.testing.assert_close(got, want, equal_nan=True, msg=name)
@@ -921,11 +924,29 @@ def test_lgamma_digamma_mvlgamma_compile_with_eagers_special_values(compiling: s
         value = torch.tensor([0.2, 1.5, 4.0], dtype=dtype, device=device)
         beta = torch.distributions.Beta(conc, rate, validate_args=False)  # validation reads the values
         gamma = torch.distributions.Gamma(conc, rate, validate_args=False)
-        loss = gamma.log_prob(value).sum() + beta.log_prob(value / 5).sum()
-        loss.backward()  # (entropy's gradient needs polygamma(1, x): not compiled yet)
+        loss = gamma.log_prob(value).sum() + beta.log_prob(value / 5).sum() + gamma.entropy().sum()
+        loss.backward()  # the entropy's gradient is polygamma(1, x)
         results[device] = (loss.detach().cpu(), conc.grad.cpu(), beta.entropy().detach().cpu())
     torch.testing.assert_close(results["lazy"], results["cpu"])
     assert _fallbacks() == {}
+
+
+@pytest.mark.expect_fallback("aten.polygamma")
+def test_polygamma_of_a_higher_order_runs_eagerly_at_the_call_and_the_graph_goes_on(compiling: str) -> None:
+    """Orders 0 and 1 are decomposed; higher ones have no lowering. Support is decided per call
+    (``BackendImpl.supports_call``, ``lowering.CALL_CONDITIONS``): ``polygamma(2, x)`` runs
+    eagerly where it is called and the ops around it still compile. Decided per op, orders 2 and
+    up made the whole graph fail to compile (the iree-cpu OpInfo sweep: 6 compile errors)."""
+    x = torch.tensor([0.3, 1.5, 4.0, -2.5, 7.25])
+    lx = x.to("lazy")
+    metrics.reset()
+    got = [(torch.polygamma(n, lx * 2) + 1).cpu() for n in (0, 1, 2, 3)]
+    inplace = (lx * 2).polygamma_(2).cpu()
+    for n, g in enumerate(got):
+        torch.testing.assert_close(g, torch.polygamma(n, x * 2) + 1, equal_nan=True, msg=f"order {n}")
+    torch.testing.assert_close(inplace, (x * 2).polygamma_(2), equal_nan=True)
+    assert _fallbacks() == {"fallback::aten.polygamma.default": 2, "fallback::aten.polygamma_.default": 1}, _fallbacks()
+    assert metrics.counters().get("fallback::compile_error", 0) == 0
 
 
 def test_replicate_padding_with_negative_amounts_and_its_gradient_compile(compiling: str) -> None:
