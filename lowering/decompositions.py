@@ -595,6 +595,8 @@ DECOMPOSED_OPS = (
     # Matrix products with an empty contracted dimension (lowering/empty_contractions.py): IREE
     # crashed compiling them (_ONLY_WHEN for those that lower as they are otherwise).
     aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
+    # The determinant of a 0 x 0 matrix (1; IREE failed to compile it: same module).
+    aten._linalg_det.default,
     # ``linspace``/``logspace`` with tensor endpoints (lowering/ranges.py): no torch-dialect op.
     aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor,
     aten.logspace.Tensor_Tensor, aten.logspace.Tensor_Scalar, aten.logspace.Scalar_Tensor,
@@ -1961,7 +1963,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.polygamma.default] = gamma.polygamma
     table[aten.mvlgamma.default] = gamma.mvlgamma
     for op in empty_contractions.OPS:  # mm, bmm, mv, dot: only the empty form (_ONLY_WHEN)
-        only_empty = op in (aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default)
+        only_empty = op in (aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
+                            aten._linalg_det.default)
         table[op] = empty_contractions.decomposition(op, None if only_empty else table[op])
     return table
 
@@ -2053,8 +2056,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._embedding_bag_per_sample_weights_backward.default: _plain_embedding_bag,
     **dict.fromkeys(_MEDIANS, _nonempty_median),
     aten.kthvalue.default: _kthvalue_in_range,
-    **dict.fromkeys((aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default),
-                    empty_contractions.applies),
+    **dict.fromkeys((aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
+                     aten._linalg_det.default), empty_contractions.applies),
     # One strided slice per window position: not for huge windows (a 10000-wide pooling).
     **dict.fromkeys((aten.avg_pool2d.default, aten.avg_pool3d.default), avg_pooling.summable_window),
     **dict.fromkeys((aten.replication_pad1d.default, aten.replication_pad2d.default,

@@ -7,6 +7,10 @@ contraction (SIGFPE in ``AnnotateDispatchesPass``: the OpInfo samples of ``mm``,
 ``linalg.multi_dot``, and ``F.linear`` of an input with no features), so the whole graph ran
 op by op. The forms here hold no contraction at all, on every backend. Only shapes known at
 trace time decide (``applies``); other products lower as they are.
+
+The determinant of a 0 x 0 matrix is the same kind of empty product: 1. IREE failed to compile
+torch-mlir's ``_linalg_det`` of one ("offset 1 is out-of-bounds: 0 >= 0", the iree-cpu OpInfo
+sweep), so it is written as ones of the batch shape (its LU and pivots empty).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ _CONTRACTED = {
     aten.addmv.default: (1, 1),
     aten.baddbmm.default: (1, 2),
     aten.addbmm.default: (1, 2),
+    aten._linalg_det.default: (0, -1),
 }
 
 OPS = tuple(_CONTRACTED)
@@ -99,6 +104,8 @@ _EMPTY_FORMS = {
     aten.addmv.default: _scaled(_mv),
     aten.baddbmm.default: _scaled(_bmm),
     aten.addbmm.default: _scaled(_addbmm),
+    aten._linalg_det.default: lambda a: (a.new_ones(a.shape[:-2]), a.clone(),
+                                         a.new_zeros(a.shape[:-1], dtype=torch.int32)),
 }
 
 

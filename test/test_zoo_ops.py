@@ -874,8 +874,11 @@ def test_products_over_an_empty_dimension_compile_and_match_eager(compiling: str
         "baddbmm": lambda t: torch.baddbmm(t["s"], t["a"].expand(4, 2, 0), t["b"].expand(4, 0, 3)),
         "addbmm": lambda t: torch.addbmm(t["s"], t["a"].expand(4, 2, 0), t["b"].expand(4, 0, 3), beta=3),
         "linear": lambda t: torch.nn.functional.linear(t["a"], t["b"].t(), t["s"][0]),
+        # The determinant of a 0 x 0 matrix, an empty product too: 1 (IREE failed to compile it).
+        "det": lambda t: torch.linalg.det(t["e"]),
+        "det batched": lambda t: torch.linalg.det(t["e"].expand(3, 0, 0)) + 1,
     }
-    inputs = {"a": a, "b": b, "v": torch.randn(0), "x": torch.randn(2, 5, generator=g),
+    inputs = {"a": a, "b": b, "v": torch.randn(0), "e": torch.randn(0, 0), "x": torch.randn(2, 5, generator=g),
               "s": torch.randn(2, 3, generator=g), "nan": nan_self}
     on_lazy = {k: v.to("lazy") for k, v in inputs.items()}
     for name, form in forms.items():
