@@ -245,6 +245,26 @@ module {
     assert applied == {0: 0} and "optimization_barrier" not in plain, plain
 
 
+def test_an_integer_state_is_not_donated_and_does_not_cost_the_others_their_donation() -> None:
+    """IREE's torch input fails on a mutable integer argument, and the whole donating compile with
+    it: a step updating BatchNorm's ``num_batches_tracked`` (int64) donated none of its momentum
+    buffers. Integer pairs are left out before compiling."""
+    use_backend("iree-cpu")
+    for dtype in (torch.int64, torch.int32, torch.uint8):
+        lazy_core.metrics.reset()
+        count = torch.zeros(4, dtype=dtype).to("lazy")
+        momentum = torch.ones(16).to("lazy")
+        for _ in range(3):
+            count.add_(1)
+            momentum.mul_(0.5).add_(1.0)
+            lazy_core.mark_step()
+        c = lazy_core.metrics.counters()
+        assert c.get("iree_donation_compile_error", 0) == 0, (dtype, c)
+        assert c.get("iree_donating_graphs", 0) >= 1, (dtype, c)
+        assert count.cpu().tolist() == [3] * 4
+        torch.testing.assert_close(momentum.cpu(), torch.full((16,), 1.875))
+
+
 #: (name, program of one lazy tensor ``a`` whose first result may take ``a``'s buffer, donated?)
 #: IREE 3.13 writes a donated result in place without ordering the other reads of
 #: the old value first, so only pure elementwise chains may donate.

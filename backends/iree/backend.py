@@ -312,9 +312,9 @@ class IreeBackend(MlirBackend):
                             vmfb = compile_vmfb(donating, self.config, computation.func_name, form)
                             text = donating
                         except CompileError:
-                            # Donation is an optimization: IREE's torch input rejects some
-                            # mutable arguments (i64 ones: an si64/i64 materialization).
-                            # The functional form of the same graph is always correct.
+                            # Donation is an optimization: the functional form of the same graph
+                            # is always correct. (Integer arguments, which IREE's torch input
+                            # rejects as mutable, are never donated: donation._INTEGER_ELEMENT.)
                             metrics.counter_add("iree_donation_compile_error")
                             applied = {}
                 if vmfb is None:
