@@ -59,9 +59,11 @@ def _loss(out: object) -> torch.Tensor:
     return out if isinstance(out, torch.Tensor) else out.loss  # type: ignore[attr-defined]
 
 
-def _train(case: Case, model: nn.Module, batches: list[dict], device: str, per_step: Callable | None = None):
-    """The training loop a user writes; gradients of the last step are kept."""
-    opt = torch.optim.SGD(model.parameters(), lr=case.lr)
+def _train(case: Case, model: nn.Module, batches: list[dict], device: str, per_step: Callable | None = None,
+           optimizer: Callable | None = None):
+    """The training loop a user writes (SGD unless ``optimizer(params)`` says otherwise); gradients
+    of the last step are kept."""
+    opt = optimizer(model.parameters()) if optimizer else torch.optim.SGD(model.parameters(), lr=case.lr)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7) if case.scheduler else None
     losses = []
     for i, batch in enumerate(batches):
@@ -345,21 +347,6 @@ def _roberta() -> nn.Module:
         max_position_embeddings=64, pad_token_id=1))
 
 
-def _adamw_steps(model: nn.Module, batches: list[dict], device: str) -> tuple[list[torch.Tensor], torch.Tensor]:
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    losses = []
-    for i, batch in enumerate(batches):
-        torch.manual_seed(100 + i)
-        opt.zero_grad()
-        loss = _loss(model(**{k: v.to(device) for k, v in batch.items()}))
-        loss.backward()
-        opt.step()
-        if device == "lazy":
-            lazy_core.mark_step()
-        losses.append(loss.detach().to("cpu"))
-    return [p.detach().cpu() for p in model.parameters()], torch.stack(losses)
-
-
 def test_one_graph_adamw_step_donating_its_moments_equals_the_functional_step_on_vulkan(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A tiny RoBERTa's whole AdamW step as one graph (users' default reads) on iree-vulkan, its
@@ -380,14 +367,18 @@ def test_one_graph_adamw_step_donating_its_moments_equals_the_functional_step_on
         mask = torch.ones_like(ids)
         mask[1, -3:] = 0
         batches.append({"input_ids": ids, "attention_mask": mask, "labels": ids})
-    _, eager_losses = _adamw_steps(copy.deepcopy(model), batches, "cpu")
+    case = Case(_roberta, lambda gen: {})
+    adamw = lambda params: torch.optim.AdamW(params, lr=1e-3)  # noqa: E731
+    eager_losses = _train(case, copy.deepcopy(model), batches, "cpu", optimizer=adamw)
     runs = {}
     for donate in ("1", "0"):
         monkeypatch.setenv("LAZY_DONATE", donate)
         use_backend("iree-vulkan")
+        lazy_model = copy.deepcopy(model).to("lazy")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            runs[donate] = _adamw_steps(copy.deepcopy(model).to("lazy"), batches, "lazy")
+            losses = _train(case, lazy_model, batches, "lazy", optimizer=adamw)
+        runs[donate] = ([p.detach().cpu() for p in lazy_model.parameters()], losses)
         c = metrics.counters()
         assert c.get("host_eval_cone", 0) > 0 and c.get("fallback::compile_error", 0) <= 1, c
         if donate == "1":

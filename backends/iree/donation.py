@@ -218,7 +218,7 @@ def _builtin_type(vtensor: str) -> str | None:
     if element is None:
         return None
     dims = [d.strip() for d in m.group(1).split(",") if d.strip()]
-    return "tensor<" + "".join(("?" if d == "-1" else d) + "x" for d in dims) + element + ">"
+    return "tensor<" + "".join(d + "x" for d in dims) + element + ">"
 
 
 def _materialize(block, value) -> None:  # noqa: ANN001 - torch_mlir.ir block and value
