@@ -17,6 +17,16 @@ whenever the exponent is 0 or the base is 1 (even for NaN). Small integer
 constant exponents are what the CPU kernel computes for them (``x ** 2``
 is ``x * x``, ``x ** -1`` is ``1 / x``, ``x ** 0.5`` is ``sqrt(x)``, so
 ``(-inf) ** 0.5`` is NaN as in eager, not C's inf).
+
+An integer-valued exponent up to ``_MAX_PRODUCT_EXPONENT`` in magnitude is
+computed by repeated squaring, not by the backend's ``pow``: IREE's is
+``exp(y * log(x))``, a few ulps off libm, so ``26.0 ** 1`` was
+``26.000000000000004`` in float64 and ``26.0 ** 2`` ``675.9999`` in float32,
+and a ``floor`` or ``//`` after it was off by one where eager is exact (fuzz
+seed 5201). Products are exact whenever the power is representable, as
+libm's correctly rounded ``pow`` is, and within an ulp or two of it
+otherwise; every intermediate lies between 1 and the result, so none
+overflows or underflows early.
 """
 
 from __future__ import annotations
@@ -30,6 +40,11 @@ aten = torch.ops.aten
 
 _INF = float("inf")
 _NAN = float("nan")
+
+#: Integer-valued exponents up to this magnitude are computed by products
+#: (8 squarings for a tensor exponent); larger ones by the backend's ``pow``.
+_MAX_PRODUCT_EXPONENT = 255
+_PRODUCT_BITS = _MAX_PRODUCT_EXPONENT.bit_length()
 
 
 def _result_dtype(*args: Any) -> torch.dtype:
@@ -58,6 +73,10 @@ def pow_tensor_scalar(x: torch.Tensor, exponent: Any) -> torch.Tensor:
         return torch.sqrt(x)
     if exponent == -0.5:
         return torch.ones_like(x) / torch.sqrt(x)
+    if isinstance(exponent, (int, float)) and float(exponent).is_integer() and 0 < exponent <= _MAX_PRODUCT_EXPONENT:
+        # Signed products give C's signs, zeros and infinities by themselves.
+        wide = _product_dtype(dtype)
+        return _integer_power(x.to(wide), int(exponent)).to(dtype)
     return _float_pow(x, torch.full_like(x, exponent))
 
 
@@ -86,7 +105,9 @@ def _float_pow(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     y_odd = y_integer & (y - 2 * half_floor == 1)
     safe = (ax > 0) & torch.isfinite(ax) & finite_y  # False for a NaN base
     one = torch.ones_like(ax)
-    magnitude = _plain_pow(torch.where(safe, ax, one), torch.where(safe, y, torch.ones_like(y)))
+    safe_ax = torch.where(safe, ax, one)
+    magnitude = _plain_pow(safe_ax, torch.where(safe, y, torch.ones_like(y)))
+    magnitude = _integer_exponent_magnitude(safe_ax, y, y_integer, magnitude)
     grows = y > 0
     zero_base, inf_base = ax == 0, torch.isinf(ax)
     magnitude = magnitude.masked_fill(zero_base & grows, 0.0).masked_fill(zero_base & ~grows, _INF)
@@ -101,6 +122,39 @@ def _float_pow(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     result = result.masked_fill((x < 0) & torch.isfinite(x) & finite_y & ~y_integer, _NAN)
     result = result.masked_fill(torch.isnan(x) | torch.isnan(y), _NAN)
     return result.masked_fill((y == 0) | (x == 1), 1.0)
+
+
+def _product_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Half-precision products are formed in float32 and rounded once, as
+    the CPU kernel computes a half ``pow`` in float."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def _integer_exponent_magnitude(
+    ax: torch.Tensor, y: torch.Tensor, y_integer: torch.Tensor, fallback: torch.Tensor
+) -> torch.Tensor:
+    """``ax ** y`` by products where ``y`` is a small integer, ``fallback`` elsewhere.
+
+    ``ax`` is positive and finite here. Left-to-right binary exponentiation
+    over the bits of ``|y|`` (data, so every bit is visited); the bits are
+    read in floating point, exact below ``2 ** 24``. A negative exponent is
+    ``1 / ax ** |y|`` except where the power overflows: the true result may
+    then be a subnormal, which the backend's ``pow`` keeps.
+    """
+    wide = _product_dtype(ax.dtype)
+    ax, y = ax.to(wide), y.to(wide)
+    small = y_integer & (y.abs() <= _MAX_PRODUCT_EXPONENT)
+    n = torch.where(small, y.abs(), torch.zeros_like(y))
+    power = torch.ones_like(ax) * torch.ones_like(n)  # the broadcast shape
+    for bit in reversed(range(_PRODUCT_BITS)):
+        power = power * power
+        high = torch.floor(n * (0.5 ** bit))
+        set_bit = (high - 2 * torch.floor(high * 0.5)) == 1
+        power = torch.where(set_bit, power * ax, power)
+    negative = y < 0
+    by_product = torch.where(negative, torch.ones_like(power) / power, power)
+    usable = small & ~(negative & torch.isinf(power))
+    return torch.where(usable, by_product.to(fallback.dtype), fallback)
 
 
 def _plain_pow(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
