@@ -903,15 +903,14 @@ def test_an_input_partially_overlapping_the_written_tensor_raises_eagers_error(b
 
 
 @pytest.mark.parametrize("name", on_backends())
-def test_bias_of_more_dims_than_the_product_is_eagers(name, monkeypatch):
+def test_bias_of_more_dims_than_the_product_is_eagers(name):
     """Fuzz seed 1 program 547': ``F.linear(x1d, w, bias3d)`` and ``addmm(bias3d, m1, m2)`` gave a
     broadcast result where eager raises (linear is composite and adds the bias out of place for a
     tensor subclass; addmm's meta kernel broadcasts): lazy_core.factories._linear and
     tensor._bias_of_more_dims ask the CPU kernel. On lavapipe the zeros input of ``linear`` is a
-    constant zero factor of the matmul, refused (backends/iree/miscompiles.py): the named
-    fallback, counted below."""
-    backend = _use_refusing_backend(name, monkeypatch)
-    lavapipe = name == "iree-vulkan" and any("llvmpipe" in f for f in backend.config.compile_flags)
+    constant zero factor of the matmul, refused (backends/iree/miscompiles.py) until the zeros
+    went behind a barrier (backends/iree/rewrites.py hide_zero_literals): strict, it compiles."""
+    use_backend(name)
     def run(device: str) -> list:
         w, res = torch.ones(3, 3, device=device), []
         for xs in ((3,), (2, 3), (5, 2, 3)):
@@ -929,7 +928,6 @@ def test_bias_of_more_dims_than_the_product_is_eagers(name, monkeypatch):
 
     for got, want in zip(run("lazy"), run("cpu"), strict=True):
         assert type(got) is type(want) and (isinstance(want, str) or torch.equal(got, want)), (got, want)
-    assert (lazy_core.metrics.counter("iree_refused_zero_operand") > 0) == lavapipe
 
 
 def test_an_out_tensor_that_is_an_input_is_not_resized() -> None:
@@ -1339,8 +1337,11 @@ def test_an_in_place_write_into_a_folded_constant(name, monkeypatch):
     for program in (select_scatter, fill_through_a_view, write_into_a_folded_comparison):
         for got, want in zip(program("lazy"), program("cpu"), strict=True):
             _same(got.cpu(), want)
-    # The named fallback (a fill nothing else uses compiles).
-    assert (lazy_core.metrics.counter("iree_refused_shared_constant") > 0) == name.startswith("iree")
+    # The named fallback (a fill nothing else uses compiles). Not on lavapipe: there the zeros are
+    # behind a barrier (backends/iree/rewrites.py hide_zero_literals), never a folded constant.
+    hidden = name == "iree-vulkan" and lazy_core.active_backend().config.hides_zero_literals
+    refused = name.startswith("iree") and not hidden
+    assert (lazy_core.metrics.counter("iree_refused_shared_constant") > 0) == refused
 
 
 @pytest.mark.parametrize("name", on_backends())

@@ -19,7 +19,7 @@ from conftest import backend_unavailable_reason, requested_backends, use_backend
 
 import lazy_core
 from lazy_mlir.backends.iree import memo
-from lazy_mlir.backends.iree.rewrites import rewrite_for_iree
+from lazy_mlir.backends.iree.rewrites import hide_zero_literals, rewrite_for_iree
 
 
 @pytest.fixture(params=["iree-cpu", "reference"])
@@ -108,6 +108,85 @@ def test_fill_by_a_runtime_value_is_left_alone() -> None:
   return %0 : !torch.vtensor<[2],f32>
 }"""
     assert rewrite_for_iree(mlir) == mlir
+
+
+# -- lavapipe: constant zero tensors read through barriers ---------------------------------------
+
+
+@pytest.fixture
+def lavapipe(monkeypatch: pytest.MonkeyPatch) -> lazy_core.BackendImpl:
+    if "iree-vulkan" not in requested_backends():
+        pytest.skip("iree-vulkan is not among the requested backends")
+    monkeypatch.setenv("LAZY_STRICT", "1")
+    backend = use_backend("iree-vulkan")
+    if not any("llvmpipe" in f for f in backend.config.compile_flags):
+        pytest.skip(f"the Vulkan device is not lavapipe (flags {backend.config.compile_flags})")
+    yield backend
+    lazy_core.mark_step()
+    lazy_core.wait_device_ops()
+
+
+_ZERO_FORMS = {
+    "zeros * t": lambda z, t: z * t,
+    "t / zeros": lambda z, t: t / z,
+    "zeros / t": lambda z, t: z / t,
+    "t + zeros": lambda z, t: t + z,
+    "zeros - t": lambda z, t: z - t,
+    "linear(zeros, t)": lambda z, t: F.linear(z.reshape(1, 7).expand(2, 7), t.reshape(1, 7).expand(3, 7)),
+    "zeros.addcmul(t, t)": lambda z, t: z.addcmul(t, t, value=0.5),
+}
+
+
+@pytest.mark.parametrize("form", list(_ZERO_FORMS))
+def test_constant_zero_tensors_compile_on_lavapipe_with_ieee_values(lavapipe: lazy_core.BackendImpl,
+                                                                    form: str) -> None:
+    """lavapipe's shader compiler shortcuts arithmetic with a constant zero (``nan * 0.0`` is 0,
+    ``x / 0.0`` garbage, ``-0.0 + 0.0`` -0.0), so graphs with a zeros tensor were refused and ran
+    op by op: Adam's first step, every RNN step. The zeros now reach the shaders from memory,
+    behind a barrier (backends/iree/rewrites.py ``hide_zero_literals``): strict, they compile,
+    and NaN, infinities and signed zeros come out as in eager."""
+    t = torch.tensor([float("nan"), float("inf"), float("-inf"), -2.5, -0.0, 0.0, 3.0])
+    fn = _ZERO_FORMS[form]
+    got = fn(torch.zeros(7, device="lazy"), t.to("lazy")).cpu()
+    want = fn(torch.zeros(7), t)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(torch.signbit(got), torch.signbit(want)), (got, want)
+
+
+def test_a_gru_from_its_zero_state_compiles_on_lavapipe(lavapipe: lazy_core.BackendImpl) -> None:
+    """An RNN's initial hidden state is zeros: on lavapipe each forward was refused (above)."""
+    module = torch.nn.GRU(4, 8, batch_first=True)
+    x = torch.randn(3, 4, 4)
+    with torch.no_grad():
+        want = module(x)[0]
+        got = copy.deepcopy(module).to("lazy")(x.to("lazy"))[0].cpu()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert lazy_core.metrics.counter("iree_refused_zero_operand") == 0, lazy_core.metrics.counters()
+
+
+def test_only_shaped_floating_zero_literals_go_behind_barriers() -> None:
+    """0-d zeros are the lowering's own scalars (``select(r == 0, +0.0, r)``), which the refusal
+    rules must still read as constants; nonzero and integer literals are never shortcut."""
+    mlir = """func.func @f(%x: !torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2,3],f32> {
+  %a = torch.vtensor.literal(dense<0.000000e+00> : tensor<2x3xf32>) : !torch.vtensor<[2,3],f32>
+  %b = torch.vtensor.literal(dense<0.000000e+00> : tensor<f32>) : !torch.vtensor<[],f32>
+  %c = torch.vtensor.literal(dense<2.000000e+00> : tensor<2x3xf32>) : !torch.vtensor<[2,3],f32>
+  %d = torch.vtensor.literal(dense<0> : tensor<2x3xsi64>) : !torch.vtensor<[2,3],si64>
+  %e = torch.vtensor.literal(dense<0x8000> : tensor<3xf16>) : !torch.vtensor<[3],f16>
+  %int1 = torch.constant.int 1
+  %0 = torch.aten.add.Tensor %x, %a, %int1 : !torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32>, !torch.int -> !torch.vtensor<[2,3],f32>
+  %1 = torch.aten.add.Tensor %0, %b, %int1 : !torch.vtensor<[2,3],f32>, !torch.vtensor<[],f32>, !torch.int -> !torch.vtensor<[2,3],f32>
+  %2 = torch.aten.add.Tensor %1, %c, %int1 : !torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],f32>, !torch.int -> !torch.vtensor<[2,3],f32>
+  %3 = torch.aten.add.Tensor %2, %d, %int1 : !torch.vtensor<[2,3],f32>, !torch.vtensor<[2,3],si64>, !torch.int -> !torch.vtensor<[2,3],f32>
+  %4 = torch.aten.add.Tensor %3, %e, %int1 : !torch.vtensor<[2,3],f32>, !torch.vtensor<[3],f16>, !torch.int -> !torch.vtensor<[2,3],f32>
+  return %4 : !torch.vtensor<[2,3],f32>
+}"""
+    out = hide_zero_literals(mlir)
+    assert out.count("util.optimization_barrier") == 2, out
+    assert "(tensor<2x3xf32>) -> tensor<2x3xf32>" in out, out
+    assert "(tensor<3xf16>) -> tensor<3xf16>" in out, out
+    assert hide_zero_literals(mlir.replace("dense<0.000000e+00> : tensor<2x3xf32>", "dense<1.0> : tensor<2x3xf32>")
+                              .replace("dense<0x8000>", "dense<1.0>")).count("optimization_barrier") == 0
 
 
 # -- 13.5: donation and scalar buffers shared by equal uploads ----------------------------------

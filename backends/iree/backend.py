@@ -85,7 +85,7 @@ from .memo import (
     scalar_memo,
     vmfb_memo,
 )
-from .rewrites import rewrite_for_iree
+from .rewrites import hide_zero_literals, rewrite_for_iree
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
 
 #: The runtime's words when a module needs more than the device allows
@@ -245,11 +245,12 @@ class IreeBackend(MlirBackend):
         Torch-dialect forms go through ``rewrites`` first: constant fills become
         splat literals, which IREE does not miscompile (see that module).
         """
-        if form == "raw":
-            return rewrite_for_iree(computation.mlir)
         if form == "linalg":
             return lowering.lower(computation, "linalg-on-tensors").mlir
-        return rewrite_for_iree(lowering.lower(computation, "torch").mlir)
+        text = rewrite_for_iree(computation.mlir if form == "raw" else lowering.lower(computation, "torch").mlir)
+        if self.config.hides_zero_literals:
+            text = hide_zero_literals(text)
+        return text
 
     def compile_key(self, computation: lowering.Computation, donated: Mapping[int, int] | None = None) -> str:
         """The disk-cache key: location-free MLIR, target (resolved CPU, driver, flags, forms), donations,

@@ -205,6 +205,13 @@ class IreeConfig:
     def cache_key(self) -> str:
         return "|".join([self.target.target_backend, ",".join(self.input_forms), *self.compile_flags])
 
+    @property
+    def hides_zero_literals(self) -> bool:
+        """Whether zero literals go behind barriers (``rewrites.hide_zero_literals``): on lavapipe,
+        whose shader compiler shortcuts arithmetic with a constant zero. Follows from the flags,
+        so ``cache_key`` covers it."""
+        return any("llvmpipe" in f for f in self.compile_flags)
+
 
 def _env_flags(tag: str) -> list[str]:
     flags: list[str] = []

@@ -94,12 +94,15 @@ zero operand, the user's or one IREE folds, reaches here and the graph is
 refused (it runs op by op): a zero divisor on every Vulkan target (SPIR-V
 leaves that division undefined), a zero factor or numerator on lavapipe only
 (``--iree-vulkan-target=llvmpipe``; other drivers keep IEEE semantics under
-the float-controls layer). On lavapipe that includes Adam's first step,
-whose fresh zero moments IREE folds into ``0.0 * beta2``. A contraction
-(``linalg.matmul``, ``batch_matmul``, a convolution) with a zero fill as an
-input multiplies by that constant just the same: ``F.linear(torch.zeros(2, 3),
-w)`` gave 0 where ``w`` holds a NaN (fuzz seed 1402 p7), and an RNN's zero
-initial state is such an input, so on lavapipe those graphs run op by op too.
+the float-controls layer). A contraction (``linalg.matmul``, ``batch_matmul``,
+a convolution) with a zero fill as an input multiplies by that constant just
+the same: ``F.linear(torch.zeros(2, 3), w)`` gave 0 where ``w`` holds a NaN
+(fuzz seed 1402 p7). On lavapipe the zeros tensors of a graph
+(``torch.zeros``, Adam's fresh moments, an RNN's initial state) therefore go
+behind ``util.optimization_barrier`` before iree-compile sees them
+(``rewrites.hide_zero_literals``): IREE cannot fold them, the shaders read
+them from a buffer, and those graphs compile. What is left here are zeros
+IREE makes itself (``x * 0`` of a literal scalar, ``sub(alpha=0)``).
 An addition of a constant +0.0 is shortcut the same way: gallivm returns
 ``x`` where IEEE gives +0.0 for ``x = -0.0`` (``x + torch.zeros(3)``,
 ``x.add_(zeros_bool)``, ``sub(x, zeros, alpha=0)``: fuzz seeds 4302 p696 and

@@ -24,6 +24,7 @@ applying) shows up.
 
 from __future__ import annotations
 
+import re
 import struct
 
 import torch
@@ -124,3 +125,49 @@ def _element_text(element: torch.Tensor, dtype: torch.dtype) -> str:
     int_type, digits = width[dtype]
     bits = int(element.view(int_type)) & ((1 << (4 * digits)) - 1)
     return f"0x{bits:0{digits}X}"
+
+
+#: A floating zero splat of rank 1 or more as torch-mlir prints it or as ``_element_text`` writes
+#: it: ``0.000000e+00``, ``-0.000000e+00``, ``0x00000000`` (+0.0), ``0x80000000`` (-0.0) and their
+#: f16/f64 widths. Not a 0-d one: those are the lowering's own scalars, such as the +0.0 of
+#: ``select(r == 0, +0.0, r)`` (``positive_zero_sums``), which ``zero_operands_on_spirv`` must
+#: see as a constant to know the guard.
+_ZERO_SPLAT = re.compile(r"dense<(?:-?0\.0+e\+00|0x0+|0x80*)>\s*:\s*tensor<(?:\d+x)+(?:f16|bf16|f32|f64)>")
+
+
+def hide_zero_literals(mlir: str) -> str:
+    """``mlir`` with every floating zero splat literal read through ``util.optimization_barrier``.
+
+    For lavapipe only (``backends/iree/miscompiles.py``, the zero operands): its shader
+    compiler shortcuts arithmetic with a constant zero (``x * 0.0`` is 0 for a NaN ``x``), so a
+    graph where IREE folds a zero into a dispatch is refused and runs op by op. Adam's first step
+    (its moments start as zeros) and every RNN step (its hidden state starts as zeros) were such
+    graphs. Behind the barrier IREE cannot fold the zero: the splat becomes a buffer IREE fills,
+    and the shaders read it from memory, where lavapipe computes IEEE arithmetic.
+    """
+    if "torch.vtensor.literal" not in mlir:
+        return mlir
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+
+    from .donation import _materialize
+
+    with ir.Context() as ctx, ir.Location.unknown():
+        torch_d.register_dialect(ctx)
+        ctx.allow_unregistered_dialects = True
+        module = ir.Module.parse(mlir)
+        changed = False
+        for func in module.body.operations:
+            if func.operation.name != "func.func":
+                continue
+            for block in func.operation.regions[0].blocks:
+                for op in list(block.operations):
+                    if op.operation.name != "torch.vtensor.literal" or not op.results[0].uses:
+                        continue
+                    if _ZERO_SPLAT.fullmatch(str(op.operation.attributes["value"])) is None:
+                        continue
+                    _materialize(block, op.results[0])
+                    changed = True
+        if not changed:
+            return mlir
+        return module.operation.get_asm(enable_debug_info=True)
