@@ -816,17 +816,31 @@ def _check_numbers_fit(op: Any, p: OpPlan, args: tuple, kwargs: dict) -> None:
     on stand-ins for its verdict: pointwise ops on one element per operand, others on
     ones of the operands' shapes (up to ``_CPU_ERROR_ELEMENTS``).
     """
-    numbers = [args[i] for i in p.number_positions if i < len(args) and type(args[i]) in (int, float)]
-    numbers += [v for k, v in kwargs.items() if type(v) in (int, float) and k in p.number_names]
+    # Runs for every op with a number argument (``x * 0.5``): plain loops, no generators.
+    n = len(args)
+    numbers = [args[i] for i in p.number_positions if i < n and (type(args[i]) is float or type(args[i]) is int)]
+    if kwargs:
+        numbers += [v for k, v in kwargs.items() if (type(v) is float or type(v) is int) and k in p.number_names]
     if not numbers:  # the common case: tensors only
         return
-    dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor)), None)
-    bounds = _bounds(dtype) if dtype is not None else None
+    dtype = None
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            dtype = a.dtype
+            break
+    if dtype is None:
+        return
+    bounds = _BOUNDS.get(dtype, ())
+    if bounds == ():
+        bounds = _bounds(dtype)
     if bounds is None:
         return
     lo, hi = bounds
     floating = dtype.is_floating_point
-    if not any(_out_of_range(v, floating, lo, hi) for v in numbers):
+    for v in numbers:
+        if not lo <= v <= hi and _out_of_range(v, floating, lo, hi):  # NaN fails the first test only
+            break
+    else:
         return
     pointwise = torch.Tag.pointwise in op.tags
     total = 0
