@@ -305,7 +305,7 @@ FAST = {("dropout-mlp", "reference"), ("dropout-mlp", "iree-cpu"), ("bert", "ire
 #: The RNNs' zero initial state no longer makes their steps refused (backends/iree/rewrites.py,
 #: ``hide_zero_literals``); what refuses them now is the next rule: IREE vectorizes the per-step
 #: ``[2, 8] x [8, 48]`` hidden-state matmul into one SPIR-V dispatch with its accumulator fill and
-#: no barrier between them (backends/iree/fused_reductions.py cannot split a named contraction).
+#: no barrier between them (backends/iree/fused_reductions.py does not isolate an accumulator's fill).
 _RNN_RACE = ("the hidden-state matmul fused with its accumulator's fill races on SPIR-V: refused on "
              "iree-vulkan (op by op)")
 VULKAN_XFAIL = {"lstm-lm": _RNN_RACE, "gru-lm": _RNN_RACE}
