@@ -25,6 +25,7 @@ from torch.fx import Node as FxNode
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
 from . import (
+    addc,
     avg_pooling,
     convolutions,
     embedding_bag,
@@ -597,6 +598,9 @@ DECOMPOSED_OPS = (
     aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
     # The determinant of a 0 x 0 matrix (1; IREE failed to compile it: same module).
     aten._linalg_det.default,
+    # ``addcmul``/``addcdiv`` whose product broadcasts to fewer elements than ``self``
+    # (lowering/addc.py): torch-mlir types the product as the result, and the graph failed to lower.
+    *addc.OPS,
     # ``linspace``/``logspace`` with tensor endpoints (lowering/ranges.py): no torch-dialect op.
     aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor,
     aten.logspace.Tensor_Tensor, aten.logspace.Tensor_Scalar, aten.logspace.Scalar_Tensor,
@@ -615,7 +619,7 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten._unsafe_masked_index.default, aten.fl
                                       aten.div.Scalar_mode, aten.fmod.Tensor, aten.fmod.Scalar,
                                       aten.isin.Tensor_Scalar, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self,
                                       aten.addmm.default, aten.addbmm.default, aten.baddbmm.default,
-                                      aten.elu.default, aten.celu.default, *_SCALAR_SHIFTS,
+                                      *addc.OPS, aten.elu.default, aten.celu.default, *_SCALAR_SHIFTS,
                                       aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar,
                                       aten.threshold.default, aten.threshold_backward.default, aten.softshrink.default, aten.hardshrink.default,
                                       aten.hardtanh_backward.default, aten.softplus_backward.default,
@@ -1962,6 +1966,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.digamma.default] = gamma.digamma
     table[aten.polygamma.default] = gamma.polygamma
     table[aten.mvlgamma.default] = gamma.mvlgamma
+    table[aten.addcmul.default] = addc.addcmul
+    table[aten.addcdiv.default] = addc.addcdiv
     for op in empty_contractions.OPS:  # mm, bmm, mv, dot: only the empty form (_ONLY_WHEN)
         only_empty = op in (aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
                             aten._linalg_det.default)
@@ -2062,6 +2068,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.avg_pool2d.default, aten.avg_pool3d.default), avg_pooling.summable_window),
     **dict.fromkeys((aten.replication_pad1d.default, aten.replication_pad2d.default,
                      aten.replication_pad3d.default), lambda node: any(p < 0 for p in node.args[1])),
+    **dict.fromkeys(addc.OPS, addc.applies),
     aten.addmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
     aten.baddbmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
 }

@@ -2247,3 +2247,33 @@ def test_pow_with_an_integer_valued_tensor_exponent_is_exact(name: str) -> None:
         for case in cases:
             got = case(lazy(x), lazy(e), lazy(y)).cpu()
             torch.testing.assert_close(got, case(x, e, y), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_addcmul_and_addcdiv_of_a_product_smaller_than_self_compile(name: str) -> None:
+    """Found by the stateful fuzzer: ``p.addcmul_(a0, b0)`` with 0-d ``a0, b0`` (an optimizer-like
+    update by a scalar state) failed to lower on every backend ("'tensor.cast' op operand type
+    'tensor<f32>' and result type 'tensor<3x4xf32>' are cast incompatible": torch-mlir types the
+    product as the result), so the whole step ran op by op. lowering/addc.py decomposes that form;
+    strict, it compiles."""
+    use_backend(name)
+    gen = torch.Generator().manual_seed(0)
+    p = torch.randn(3, 4, generator=gen)
+    a, b = torch.randn((), generator=gen), torch.rand((), generator=gen) + 0.5
+    row, col = torch.randn(4, generator=gen), torch.rand(3, 1, generator=gen) + 0.5
+    forms = {
+        "addcmul 0-d": lambda p, a, b, r, c: torch.addcmul(p, a, b, value=0.3),
+        "addcdiv 0-d": lambda p, a, b, r, c: torch.addcdiv(p, a, b, value=-2.5),
+        "addcmul_ 0-d": lambda p, a, b, r, c: p.clone().addcmul_(a, b),
+        "addcdiv_ 0-d": lambda p, a, b, r, c: p.clone().addcdiv_(a, b, value=0.1),
+        "addcmul [1] x [1, 1]": lambda p, a, b, r, c: torch.addcmul(p, a.reshape(1), b.reshape(1, 1)),
+        "addcdiv row x 0-d": lambda p, a, b, r, c: torch.addcdiv(p, r, b),
+        "addcmul 0-d f64 self": lambda p, a, b, r, c: torch.addcmul(p.double(), a, b, value=3),
+        "addcmul int": lambda p, a, b, r, c: torch.addcmul((p * 10).long(), (a * 10).int(), (b * 10).int(), value=2),
+        "addcmul full (as before)": lambda p, a, b, r, c: torch.addcmul(p, r, c, value=0.5),
+    }
+    for what, form in forms.items():
+        got = form(lazy(p), lazy(a), lazy(b), lazy(row), lazy(col)).cpu()
+        want = form(p, a, b, row, col)
+        assert got.dtype == want.dtype, what
+        torch.testing.assert_close(got, want, msg=what)

@@ -1,0 +1,59 @@
+"""``addcmul`` and ``addcdiv`` whose product is smaller than ``self``.
+
+torch-mlir's decomposition of ``aten.addcmul`` / ``aten.addcdiv`` gives the
+intermediate ``tensor1 * tensor2`` (or ``/``) the *result's* type, so when the
+two operands broadcast to fewer elements than ``self`` (``p.addcmul_(a0, b0)``
+with 0-d ``a0, b0``; ``torch.addcdiv(p, a.reshape(1), b.reshape(1, 1))``) the
+graph failed to lower on every backend ("'tensor.cast' op operand type
+'tensor<f32>' and result type 'tensor<3x4xf32>' are cast incompatible") and
+ran op by op. Found by the stateful fuzzer (``tools/fuzz/stateful.py``).
+Only that form is decomposed here (``applies``); others lower as they are.
+
+The order of operations is the CPU kernel's: ``self + value * t1 * t2`` and
+``self + value * t1 / t2``, evaluated left to right, in the promoted dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from lazy_core.ir import Node, Output
+
+aten = torch.ops.aten
+
+OPS = (aten.addcmul.default, aten.addcdiv.default)
+
+
+def applies(node: Node) -> bool:
+    """Whether the operands' broadcast product has another shape than the result."""
+    metas = [a.meta if isinstance(a, Output) else None for a in node.args[1:3]]
+    if len(metas) < 2 or any(m is None for m in metas) or node.metas[0] is None:
+        return False
+    product = torch.broadcast_shapes(tuple(metas[0].shape), tuple(metas[1].shape))
+    return tuple(product) != tuple(node.metas[0].shape)
+
+
+def _operands(x: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    dtype = elementwise_dtypes(x, t1, t2, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+    return x.to(dtype), t1.to(dtype), t2.to(dtype)
+
+
+def _scaled(t1: torch.Tensor, value: Any) -> torch.Tensor:
+    """``value * t1``; ``value`` is a number or, lifted to a graph argument, a 0-d tensor of
+    the result dtype (``SCALAR_PARAMS_AS_TENSORS``), as the kernel converts it."""
+    if not isinstance(value, torch.Tensor) and value == 1:
+        return t1
+    return t1 * value
+
+
+def addcmul(x: torch.Tensor, tensor1: torch.Tensor, tensor2: torch.Tensor, *, value: Any = 1) -> torch.Tensor:
+    x, t1, t2 = _operands(x, tensor1, tensor2)
+    return x + _scaled(t1, value) * t2
+
+
+def addcdiv(x: torch.Tensor, tensor1: torch.Tensor, tensor2: torch.Tensor, *, value: Any = 1) -> torch.Tensor:
+    x, t1, t2 = _operands(x, tensor1, tensor2)
+    return x + _scaled(t1, value) / t2
