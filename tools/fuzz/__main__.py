@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({report.rate:.1f} programs/s), {len(report.failures)} mismatches, "
                   f"{report.counters.get('compile', 0)} compiles, {fallbacks} fallbacks, "
                   f"{report.counters.get('host_eval', 0)} graphs on the host, "
+                  f"{report.counters.get('iree_donating_graphs', 0)} donating IREE executables, "
                   f"{len(report.eager_variances)} equal to eager on other CPU kernels", flush=True)
             for i, f in enumerate(report.failures):
                 failed += 1

@@ -392,6 +392,9 @@ def _read_forms(g: _StepGenerator, a: str, t: torch.Tensor, out: str) -> list[tu
             forms.append((f"{out} = F.linear({x}, {a})", ()))
     if t.dim() == 0:
         forms += [(f"{out} = {a}.item()", ())] * 3
+    mask = _mask(g, t.shape)
+    if mask is not None:
+        forms.append((f"{out} = torch.where({mask}, {a}, {{0}})", (g.rng.choice([0.0, -1.0, 2.0]),)))
     return forms
 
 
@@ -413,11 +416,11 @@ def _pure(g: _StepGenerator, pred: Callable[[torch.Tensor], bool]) -> str | None
 
 
 def _source(g: _StepGenerator, shape: torch.Size, exact_only: bool = False,
-            state_first: float = 0.25) -> str | None:
-    """An operand that broadcasts to ``shape``: another state (maybe already updated this
-    step), a temporary (maybe an old value of a state), an input; ``exact_only``: an integer
-    or bool one of ``_pure``."""
-    fit = _fits(shape)
+            state_first: float = 0.25, same: bool = False) -> str | None:
+    """An operand that broadcasts to ``shape`` (``same``: has it): another state (maybe already
+    updated this step), a temporary (maybe an old value of a state), an input; ``exact_only``:
+    an integer or bool one of ``_pure``."""
+    fit = _fits(shape) if not same else (lambda t: t.shape == shape)
     if exact_only:
         return _pure(g, lambda t: fit(t) and not t.is_floating_point())
     return _float_var(g, fit, state_first)
@@ -456,7 +459,8 @@ def _update(g: _StepGenerator, target: str | None = None) -> list[Line] | None:
         return None
     template, consts = form
     written = eval(dst, dict(GLOBALS), g.env)
-    operands = [g.t(n) for n in _VAR.findall(template) if isinstance(g.env.get(n), torch.Tensor)]
+    read = template[len(dst):]  # the destination itself is read and written element by element
+    operands = [g.t(n) for n in _VAR.findall(read) if isinstance(g.env.get(n), torch.Tensor)]
     if any(ops._reads_what_it_writes(written, o) for o in operands):
         return None  # eager's loop order decides the values (ops._reads_what_it_writes)
     return [Line(template, consts, (target,), "state_update")]
@@ -464,6 +468,9 @@ def _update(g: _StepGenerator, target: str | None = None) -> list[Line] | None:
 
 def _float_update(g: _StepGenerator, dst: str, shape: torch.Size) -> tuple[str, tuple] | None:
     src, src2 = _source(g, shape), _source(g, shape)
+    # addcmul/addcdiv whose product is smaller than ``dst`` fail to compile on every backend
+    # (the product gets dst's type): mostly operands of dst's shape, so the graphs still compile.
+    full = (src, src2) if g.rng.random() < 0.2 else (_source(g, shape, same=True), _source(g, shape, same=True))
     rate = g.rng.choice(_RATES)
     step, step_consts = _scalar_of(g)
     shifted = re.sub(r"\{(\d)\}", lambda m: "{" + str(int(m.group(1)) + 1) + "}", step)
@@ -484,8 +491,10 @@ def _float_update(g: _StepGenerator, dst: str, shape: torch.Size) -> tuple[str, 
             (f"{dst}.copy_({src})", ()),
             (f"{dst}.lerp_({src}.to({dst}.dtype), {{0}})", (g.rng.choice([0.1, 0.5, 0.9]),)),
             (f"{dst}.mul_({{0}}).add_({src}, alpha={{1}})", (rate, round(1 - rate, 6))),
-            (f"{dst}.mul_({{0}}).addcmul_({src}, {src}, value={{1}})", (rate, round(1 - rate, 6))),
         ] * 2
+    src, src2 = full
+    if src is not None:
+        forms += [(f"{dst}.mul_({{0}}).addcmul_({src}, {src}, value={{1}})", (rate, round(1 - rate, 6)))] * 2
     if src is not None and src2 is not None:
         denominator = g.rng.choice([f"{src2}.abs().sqrt().add({{0}})", f"{src2}.clamp_min(0).sqrt().add({{0}})",
                                     f"({src2} * {src2}).add({{0}})"])
@@ -493,10 +502,22 @@ def _float_update(g: _StepGenerator, dst: str, shape: torch.Size) -> tuple[str, 
             (f"{dst}.addcmul_({src}, {src2}, value={{0}})", (g.rng.choice(_STEPS),)),
             (f"{dst}.addcdiv_({src}, {denominator}, value={shifted})", (g.rng.choice(_EPS), *step_consts)),
         ] * 2
-    mask = _source(g, shape, exact_only=True)
-    if mask is not None and g.t(mask).dtype == torch.bool:
-        forms.append((f"{dst}.masked_fill_({mask}, {{0}})", (g.rng.choice([0.0, 1.0, -2.0]),)))
+    mask = _mask(g, shape)
+    if mask is not None:
+        forms += [(f"{dst}.masked_fill_({mask}, {{0}})", (g.rng.choice([0.0, 1.0, -2.0]),))] * 3
     return g.rng.choice(forms)
+
+
+def _mask(g: _StepGenerator, shape: torch.Size) -> str | None:
+    """A bool of exact values that broadcasts to ``shape``: a bool input or state, or a
+    comparison of an integer/bool state or an input (never of float state)."""
+    fit = _fits(shape)
+    x = _pure(g, lambda t: fit(t))
+    if x is None:
+        return None
+    if g.t(x).dtype == torch.bool and g.rng.random() < 0.6:
+        return x
+    return f"({x} {g.rng.choice(['>', '<=', '!='])} {values.render(g.rng.choice([0, 1, 0.5, -1]))})"
 
 
 def _bool_update(g: _StepGenerator, dst: str, shape: torch.Size) -> tuple[str, tuple] | None:
@@ -517,8 +538,9 @@ def _int_update(g: _StepGenerator, dst: str, shape: torch.Size) -> tuple[str, tu
                                       (f"{dst}.clamp_(max={{0}})", (g.rng.choice([2, 3]),))]
     if src is not None:
         forms += [(f"{dst}.add_({src})", ()), (f"{dst}.copy_({src})", ())]
-        if g.t(src).dtype == torch.bool:
-            forms.append((f"{dst}.masked_fill_({src}, {{0}})", (0,)))
+    mask = _mask(g, shape)
+    if mask is not None:
+        forms.append((f"{dst}.masked_fill_({mask}, {{0}})", (g.rng.choice([0, 5]),)))
     return g.rng.choice(forms)
 
 
@@ -626,14 +648,18 @@ def drop_body_line(program: StatefulProgram, index: int) -> StatefulProgram:
 
 
 def _drop_names(program: StatefulProgram, gone: set[str]) -> StatefulProgram:
-    """Without the state or inputs ``gone`` and every body line that uses them (transitively)."""
-    body = []
+    """Without the state or inputs ``gone`` and every line that uses them (transitively)."""
+    state, body = [], []
+    for line in program.state:
+        if (line.uses() | set(line.touched)) & gone:
+            gone = gone | set(line.touched)
+            continue
+        state.append(line)
     for line in program.body:
         if line.uses() & gone:
             gone = gone | set(line.touched)
             continue
         body.append(line)
-    state = [ln for ln in program.state if not set(ln.touched) & gone]
     inputs = [i for i in program.inputs if i.name not in gone]
     return replace(program, state=state, inputs=inputs, body=body)
 
