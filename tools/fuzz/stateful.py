@@ -401,11 +401,11 @@ def _read_forms(g: _StepGenerator, a: str, t: torch.Tensor, out: str) -> list[tu
 def _scalar_of(g: _StepGenerator) -> tuple[str, tuple]:
     """A step size: a constant, or one scaled by a number read with ``.item()`` (AdamW's step)."""
     lr = g.rng.choice(_STEPS)
-    if g.items and g.rng.random() < 0.6:
-        item = g.rng.choice(g.items)
-        if g.rng.random() < 0.5:
-            return f"-{{0}} / (1 - {{1}} ** {item})", (abs(lr), g.rng.choice(_RATES))
-        return f"{{0}} * {item}", (lr,)
+    counts = [n for n in g.items if isinstance(g.env.get(n), int)]
+    if counts and g.rng.random() < 0.4:  # a bias correction: a pole at 0, so of exact counts only
+        return f"-{{0}} / (1 - {{1}} ** {g.rng.choice(counts)})", (abs(lr), g.rng.choice(_RATES))
+    if g.items and g.rng.random() < 0.4:
+        return f"{{0}} * {g.rng.choice(g.items)}", (lr,)
     return "{0}", (lr,)
 
 
