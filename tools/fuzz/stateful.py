@@ -260,8 +260,9 @@ def _fits(shape: torch.Size) -> Callable[[torch.Tensor], bool]:
 
 
 _SHAPES = [(3,), (4,), (2, 3), (3, 4), (3, 3), (2, 3, 4), (4, 2)]
-_RATES = [0.9, 0.99, 0.5, 0.1, 0.999]
-_STEPS = [0.1, 0.01, -0.5, 1.0, 2.0, 1e-3]
+#: 1.0 and 0.0 are a weight decay of 0 (``p.mul_(1 - lr * 0)``): updates a compiler folds away.
+_RATES = [0.9, 0.99, 0.5, 0.1, 0.999, 1.0]
+_STEPS = [0.1, 0.01, -0.5, 1.0, 2.0, 1e-3, 0.0]
 _EPS = [1e-3, 0.1, 1.0]
 
 
