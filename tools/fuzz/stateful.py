@@ -362,7 +362,8 @@ def _read(g: _StepGenerator) -> list[Line] | None:
     t, out = g.t(a), g.fresh()
     forms = _read_forms(g, a, t, out)
     template, consts = g.rng.choice(forms)
-    return [Line(template, consts, (out,), "state_read")]
+    # A product's zeros have the sign eager's BLAS gives them (Program.zero_sign_unspecified).
+    return [Line(template, consts, (out,), "linear" if "F.linear" in template else "state_read")]
 
 
 def _read_forms(g: _StepGenerator, a: str, t: torch.Tensor, out: str) -> list[tuple[str, tuple]]:
@@ -788,7 +789,10 @@ def _render_run(program: StatefulProgram) -> str:
         lines += ['    if DEV == "lazy":', "        lazy_core.mark_step()"]
     names = ", ".join(i.name for i in program.inputs)
     lines.append(f"    for k in range({program.steps}):")
-    lines.append(f"        {names}{',' if len(program.inputs) == 1 else ''} = inputs(k, DEV)" if names else "        pass")
+    if names:
+        lines.append(f"        {names}{',' if len(program.inputs) == 1 else ''} = inputs(k, DEV)")
+    elif not program.body:
+        lines.append("        pass")
     lines += [f"        {ln.source()}" for ln in program.body]
     marked = [k for k in range(program.steps) if program.marks[k]]
     if marked:
