@@ -748,7 +748,8 @@ def render_repro(backend: str, program: StatefulProgram, message: str) -> str:
     first = message.strip().splitlines()[0] if message.strip() else "mismatch"
     out = [_HEADER.format(backend=backend, first=first.replace('"', "'"), message=message.replace('"""', "'''"),
                           host_eval=os.environ.get("LAZY_HOST_EVAL") or "1")]
-    out.append(_render_inputs(program))
+    if program.inputs:
+        out.append(_render_inputs(program))
     out.append(_render_run(program))
     out.append('''
 
