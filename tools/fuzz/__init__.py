@@ -9,6 +9,10 @@ on eager CPU and on the lazy device in one long-lived process (caches shared)
 and must agree in values, dtypes, shapes, NaN positions, signs of zeros and
 raised errors (check.py). A mismatch is shrunk and printed as a standalone
 script (shrink.py). It depends on lazy_core's public API only.
+
+``--stateful`` fuzzes multi-step programs instead: state updated in place
+over several steps and ``mark_step()``s, where buffer donation acts
+(stateful.py).
 """
 
 from .driver import Config, Failure, Report, fuzz

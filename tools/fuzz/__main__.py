@@ -2,7 +2,8 @@
 
 Environment defaults (the Makefile's ``fuzz`` target sets them):
 ``FUZZ_PROGRAMS`` programs per seed and backend, ``FUZZ_SEEDS`` a count or a
-comma-separated list, ``FUZZ_BACKENDS``, ``FUZZ_SKIP`` categories to leave out.
+comma-separated list, ``FUZZ_BACKENDS``, ``FUZZ_SKIP`` categories to leave out,
+``FUZZ_STATEFUL=1`` multi-step stateful programs (``--stateful``, tools/fuzz/stateful.py).
 Exit status 1 if any backend disagreed with eager PyTorch.
 """
 
@@ -49,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="run only these categories (plus inputs)")
     p.add_argument("--batch", type=int, default=int(os.environ.get("FUZZ_BATCH", "8")))
     p.add_argument("--no-twins", action="store_true")
+    p.add_argument("--stateful", action="store_true", default=bool(os.environ.get("FUZZ_STATEFUL")),
+                   help="multi-step programs that update state in place (tools/fuzz/stateful.py); "
+                        "--only/--skip pick the ops their steps compute with")
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--max-failures", type=int, default=5)
     p.add_argument("--repro-dir", default=os.environ.get("FUZZ_REPRO_DIR", "fuzz-repros"))
@@ -85,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             config = Config(backend=backend, seed=seed, programs=args.programs, categories=cats,
                             batch=args.batch, twins=not args.no_twins, shrink=not args.no_shrink,
                             max_failures=args.max_failures,
-                            last_path=last, group_timeout=args.group_timeout)
-            print(f"[fuzz] {backend} seed {seed}: {args.programs} programs, "
+                            last_path=last, group_timeout=args.group_timeout, stateful=args.stateful)
+            print(f"[fuzz] {backend} seed {seed}: {args.programs} {'stateful ' * args.stateful}programs, "
                   f"LAZY_HOST_EVAL={host_eval_setting(config)}, categories {','.join(sorted(cats))}", flush=True)
             report = fuzz(config)
             fallbacks = sum(v for k, v in report.counters.items() if k.startswith("fallback::"))
@@ -94,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({report.rate:.1f} programs/s), {len(report.failures)} mismatches, "
                   f"{report.counters.get('compile', 0)} compiles, {fallbacks} fallbacks, "
                   f"{report.counters.get('host_eval', 0)} graphs on the host, "
+                  f"{report.counters.get('iree_donating_graphs', 0)} donating IREE executables, "
                   f"{len(report.eager_variances)} equal to eager on other CPU kernels", flush=True)
             for i, f in enumerate(report.failures):
                 failed += 1

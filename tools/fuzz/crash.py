@@ -54,15 +54,26 @@ def child_status(backend: str, programs: list[Program], batch: bool, timeout: fl
         path = f.name
     try:
         dump_case(path, backend, programs, batch)
-        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-        try:
-            proc = subprocess.run([sys.executable, "-m", "lazy_mlir.tools.fuzz.crash", "--replay", path], cwd=ROOT,
-                                  env=env, capture_output=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return -9
-        return proc.returncode
+        return replay_status(path, timeout)
     finally:
         os.unlink(path)
+
+
+def replay_status(path: str, timeout: float = 300) -> int:
+    """Exit status of a child process replaying the case in ``path`` (negative: killed by that signal)."""
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "lazy_mlir.tools.fuzz.crash", "--replay", path], cwd=ROOT,
+                              env=env, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -9
+    return proc.returncode
+
+
+def _stateful(path: str) -> bool:
+    """Whether ``path`` holds a stateful case (stateful.dump_case)."""
+    with open(path) as f:
+        return json.load(f).get("kind") == "stateful"
 
 
 def died(status: int) -> bool:
@@ -75,6 +86,10 @@ def shrink_crash(path: str, max_runs: int = 60) -> tuple[str, str]:
     from .shrink import reduce_case, render_repro
 
     use_case_host_eval(path)
+    if _stateful(path):
+        from .stateful import shrink_crash as shrink_stateful_crash
+
+        return shrink_stateful_crash(path, max_runs)
     backend, programs, batch = load_case(path)
     status = child_status(backend, programs, batch)
     if not died(status):
@@ -94,6 +109,11 @@ def _replay(path: str) -> Any:
     from .driver import reproduces
 
     use_case_host_eval(path)
+    if _stateful(path):
+        from .stateful import replay
+
+        print(replay(path))
+        return
     backend, programs, batch = load_case(path)
     print(reproduces(backend, programs, batch))
 

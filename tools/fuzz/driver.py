@@ -53,6 +53,8 @@ class Config:
     #: Seconds one group may take (0: no limit); past it the process dumps its stacks and is
     #: killed by HANG_SIGNAL (a hang is a finding: nothing may wait forever).
     group_timeout: float = 0.0
+    #: Multi-step programs that update state in place (stateful.py) instead of single graphs.
+    stateful: bool = False
 
 
 def host_eval_setting(config: Config) -> str:
@@ -244,7 +246,11 @@ def fuzz(config: Config, log: Any = print) -> Report:
             start = time.perf_counter()
             n = 0
             previous: list[Program] = []
-            while n < config.programs and len(report.failures) < config.max_failures:
+            if config.stateful:
+                from .stateful import fuzz_stateful
+
+                n = fuzz_stateful(config, report, log)
+            while not config.stateful and n < config.programs and len(report.failures) < config.max_failures:
                 size = min(config.batch, config.programs - n)
                 group = [generate(rng, config.categories, config.min_ops, config.max_ops,
                                   f"seed {config.seed} program {n + i}") for i in range(size)]
@@ -294,7 +300,7 @@ def fuzz(config: Config, log: Any = print) -> Report:
             report.seconds = time.perf_counter() - start
             report.programs = n
             report.counters = {k: v for k, v in lazy_core.metrics.counters().items()
-                               if k.startswith(("fallback::", "compile", "cache_", "host_eval"))}
+                               if k.startswith(("fallback::", "compile", "cache_", "host_eval", "iree_donat"))}
         finally:
             for k, v in old_env.items():
                 if v is None:
