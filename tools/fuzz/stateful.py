@@ -43,7 +43,7 @@ import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -52,6 +52,9 @@ import lazy_core
 from . import ops, values
 from .check import Trace, compare_env
 from .program import _VAR, GLOBALS, Generator, Line, Program, opposite_zeros, run_line
+
+if TYPE_CHECKING:
+    from .driver import Config, Failure, Report
 
 #: op categories of ops.py the body's computations may draw from (the in-place ones would
 #: write state with discontinuous ops, and error lines are not kept in stateful programs).
@@ -876,10 +879,10 @@ def program_rng(seed: int, index: int) -> random.Random:
     return random.Random(f"stateful {seed} {index}")
 
 
-def fuzz_stateful(config: Any, report: Any, log: Callable[[str], Any]) -> int:
+def fuzz_stateful(config: Config, report: Report, log: Callable[[str], Any]) -> int:
     """Generate and check ``config.programs`` stateful programs on the active backend (driver.fuzz
     set it up); failures go to ``report``. The number of programs run."""
-    from .driver import Failure, _Watchdog, fresh_backend
+    from .driver import _Watchdog, fresh_backend
 
     n = 0
     while n < config.programs and len(report.failures) < config.max_failures:
@@ -898,27 +901,28 @@ def fuzz_stateful(config: Any, report: Any, log: Callable[[str], Any]) -> int:
         if diff is None:
             continue
         log(f"[fuzz] {config.backend} seed {config.seed}: MISMATCH in {label}: {diff}")
-        failure = _failure(config, program, diff, Failure)
-        _file(report, failure, config, log)
+        _file(report, _failure(config, program, diff), config, log)
         fresh_backend(config.backend)  # one bug, one report
     return n
 
 
-def _failure(config: Any, program: StatefulProgram, diff: str, failure_type: Any) -> Any:
-    from .driver import fresh_backend
+def _failure(config: Config, program: StatefulProgram, diff: str) -> Failure:
+    """The failure of ``program``, shrunk on fresh backends if it reproduces there."""
+    from .driver import Failure
 
-    shrunk, message = program, diff
+    shrunk, message, reduced = program, diff, False
     if config.shrink:
-        fresh_backend(config.backend)
-        if reproduces(config.backend, program, config.categories) is None:
+        alone = reproduces(config.backend, program, config.categories)
+        if alone is None:
             message += "\n(does not reproduce on a fresh backend: depends on earlier programs)"
         else:
-            shrunk, message = reduce_stateful(program, diff, lambda p: reproduces(config.backend, p,
-                                                                                  config.categories))
-    return failure_type(message, [], False, render_repro(config.backend, shrunk, message), config.shrink)
+            shrunk, message = reduce_stateful(program, alone,
+                                              lambda p: reproduces(config.backend, p, config.categories))
+            reduced = True
+    return Failure(message, [], False, render_repro(config.backend, shrunk, message), reduced)
 
 
-def _file(report: Any, failure: Any, config: Any, log: Callable[[str], Any]) -> None:
+def _file(report: Report, failure: Failure, config: Config, log: Callable[[str], Any]) -> None:
     from .variance import eager_capability_variance
 
     if eager_capability_variance(failure.repro):
