@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -46,10 +48,30 @@ def rewrite_for_iree(mlir: str) -> str:
     if not any(op in mlir for op in _FILL_OPS):
         return mlir
     from torch_mlir import ir
+
+    def to_literal(block: Any, op: Any) -> bool:
+        literal = _splat_literal(op.operation)
+        if literal is None:
+            return False
+        with ir.InsertionPoint(op), op.location:
+            new = ir.Operation.create("torch.vtensor.literal", results=[op.results[0].type],
+                                      attributes={"value": ir.Attribute.parse(literal)})
+        op.results[0].replace_all_uses_with(new.result)
+        op.operation.erase()
+        return True
+
+    return _rewrite_each_op(mlir, to_literal)
+
+
+def _rewrite_each_op(mlir: str, visit: Callable[[Any, Any], bool]) -> str:
+    """``mlir`` after ``visit(block, op)`` on every op of every function (True: it changed
+    something); the text itself when nothing changed."""
+    from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
 
     with ir.Context() as ctx, ir.Location.unknown():
         torch_d.register_dialect(ctx)
+        ctx.allow_unregistered_dialects = True  # torch_c and util ops (``hide_zero_literals``)
         module = ir.Module.parse(mlir)
         changed = False
         for func in module.body.operations:
@@ -57,16 +79,7 @@ def rewrite_for_iree(mlir: str) -> str:
                 continue
             for block in func.operation.regions[0].blocks:
                 for op in list(block.operations):
-                    literal = _splat_literal(op.operation)
-                    if literal is None:
-                        continue
-                    with ir.InsertionPoint(op), op.location:
-                        new = ir.Operation.create(
-                            "torch.vtensor.literal", results=[op.results[0].type],
-                            attributes={"value": ir.Attribute.parse(literal)})
-                    op.results[0].replace_all_uses_with(new.result)
-                    op.operation.erase()
-                    changed = True
+                    changed |= visit(block, op)
         if not changed:
             return mlir
         return module.operation.get_asm(enable_debug_info=True)
@@ -147,27 +160,14 @@ def hide_zero_literals(mlir: str) -> str:
     """
     if "torch.vtensor.literal" not in mlir:
         return mlir
-    from torch_mlir import ir
-    from torch_mlir.dialects import torch as torch_d
-
     from .donation import _materialize
 
-    with ir.Context() as ctx, ir.Location.unknown():
-        torch_d.register_dialect(ctx)
-        ctx.allow_unregistered_dialects = True
-        module = ir.Module.parse(mlir)
-        changed = False
-        for func in module.body.operations:
-            if func.operation.name != "func.func":
-                continue
-            for block in func.operation.regions[0].blocks:
-                for op in list(block.operations):
-                    if op.operation.name != "torch.vtensor.literal" or not op.results[0].uses:
-                        continue
-                    if _ZERO_SPLAT.fullmatch(str(op.operation.attributes["value"])) is None:
-                        continue
-                    _materialize(block, op.results[0])
-                    changed = True
-        if not changed:
-            return mlir
-        return module.operation.get_asm(enable_debug_info=True)
+    def hide(block: Any, op: Any) -> bool:
+        if op.operation.name != "torch.vtensor.literal" or not op.results[0].uses:
+            return False
+        if _ZERO_SPLAT.fullmatch(str(op.operation.attributes["value"])) is None:
+            return False
+        _materialize(block, op.results[0])
+        return True
+
+    return _rewrite_each_op(mlir, hide)
