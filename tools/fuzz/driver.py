@@ -23,6 +23,7 @@ import random
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,17 @@ from . import ops, values
 from .check import compare_env, run_cpu, trace_lazy
 from .program import Generator, Line, Program, has_undefined_tie
 from .variance import eager_capability_variance
+
+
+def file_failure(report: Report, failure: Failure, config: Config, log: Callable[[str], Any]) -> None:
+    """Count ``failure`` in ``report``: as a failure, or apart when eager's own CPU kernels
+    disagree with each other on it (``variance.eager_capability_variance``)."""
+    if eager_capability_variance(failure.repro):
+        log(f"[fuzz] {config.backend} seed {config.seed}: not counted, lazy equals eager on "
+            "ATen's baseline CPU kernels (ATEN_CPU_CAPABILITY=default): eager's own variance")
+        report.eager_variances.append(failure)
+    else:
+        report.failures.append(failure)
 
 
 @dataclass
@@ -286,12 +298,7 @@ def fuzz(config: Config, log: Any = print) -> Report:
                     if config.shrink:
                         shrink(config.backend, failure, culprit)
                     failure.repro = render_repro(config.backend, failure.programs, failure.batch, failure.message)
-                    if eager_capability_variance(failure.repro):
-                        log(f"[fuzz] {config.backend} seed {config.seed}: not counted, lazy equals eager on "
-                            "ATen's baseline CPU kernels (ATEN_CPU_CAPABILITY=default): eager's own variance")
-                        report.eager_variances.append(failure)
-                    else:
-                        report.failures.append(failure)
+                    file_failure(report, failure, config, log)
                     # Start the next group from a clean state: one bug, one report.
                     fresh_backend(config.backend)
                     break

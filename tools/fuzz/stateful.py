@@ -901,7 +901,9 @@ def fuzz_stateful(config: Config, report: Report, log: Callable[[str], Any]) -> 
         if diff is None:
             continue
         log(f"[fuzz] {config.backend} seed {config.seed}: MISMATCH in {label}: {diff}")
-        _file(report, _failure(config, program, diff), config, log)
+        from .driver import file_failure
+
+        file_failure(report, _failure(config, program, diff), config, log)
         fresh_backend(config.backend)  # one bug, one report
     return n
 
@@ -920,17 +922,6 @@ def _failure(config: Config, program: StatefulProgram, diff: str) -> Failure:
                                               lambda p: reproduces(config.backend, p, config.categories))
             reduced = True
     return Failure(message, [], False, render_repro(config.backend, shrunk, message), reduced)
-
-
-def _file(report: Report, failure: Failure, config: Config, log: Callable[[str], Any]) -> None:
-    from .variance import eager_capability_variance
-
-    if eager_capability_variance(failure.repro):
-        log(f"[fuzz] {config.backend} seed {config.seed}: not counted, lazy equals eager on "
-            "ATen's baseline CPU kernels (ATEN_CPU_CAPABILITY=default): eager's own variance")
-        report.eager_variances.append(failure)
-    else:
-        report.failures.append(failure)
 
 
 __all__ = ["EagerRun", "Input", "StatefulProgram", "check_lazy", "check_program", "fuzz_stateful",
