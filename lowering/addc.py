@@ -42,11 +42,14 @@ def _operands(x: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor) -> tuple[torc
 
 
 def _scaled(t1: torch.Tensor, value: Any) -> torch.Tensor:
-    """``value * t1``; ``value`` is a number or, lifted to a graph argument, a 0-d tensor of
-    the result dtype (``SCALAR_PARAMS_AS_TENSORS``), as the kernel converts it."""
-    if not isinstance(value, torch.Tensor) and value == 1:
-        return t1
-    return t1 * value
+    """``value * t1`` with ``value`` first converted to ``t1``'s dtype, as the kernel converts
+    it (``addcmul`` of int64 tensors with ``value=0.5`` scales by 0, not 0.5). ``value`` is a
+    number or, lifted to a graph argument, a 0-d tensor (``SCALAR_PARAMS_AS_TENSORS``)."""
+    if isinstance(value, torch.Tensor):
+        return t1 * value.to(t1.dtype)
+    if not t1.dtype.is_floating_point and not t1.dtype.is_complex:
+        value = int(value)
+    return t1 if value == 1 else t1 * value
 
 
 def addcmul(x: torch.Tensor, tensor1: torch.Tensor, tensor2: torch.Tensor, *, value: Any = 1) -> torch.Tensor:

@@ -2270,6 +2270,9 @@ def test_addcmul_and_addcdiv_of_a_product_smaller_than_self_compile(name: str) -
         "addcdiv row x 0-d": lambda p, a, b, r, c: torch.addcdiv(p, r, b),
         "addcmul 0-d f64 self": lambda p, a, b, r, c: torch.addcmul(p.double(), a, b, value=3),
         "addcmul int": lambda p, a, b, r, c: torch.addcmul((p * 10).long(), (a * 10).int(), (b * 10).int(), value=2),
+        # The kernel converts value to the dtype first: 0.5 is 0 for int64 (found reviewing addc.py).
+        "addcmul int, float value": lambda p, a, b, r, c: torch.addcmul((p * 10).long(), (a * 10).long(),
+                                                                         (b * 10).long(), value=0.5),
         "addcmul full (as before)": lambda p, a, b, r, c: torch.addcmul(p, r, c, value=0.5),
     }
     for what, form in forms.items():
