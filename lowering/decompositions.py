@@ -346,6 +346,9 @@ DECOMPOSED_OPS = (
     # gave -1; fuzz seed 21): decomposed to comparisons (_ONLY_WHEN: not bool).
     aten.sign.default,
     aten.sgn.default,
+    # ``nan_to_num`` of an integer or bool tensor (the identity, as eager) failed to lower on
+    # every backend: torch-mlir legalizes only the floating form. A copy (_ONLY_WHEN: not floating).
+    aten.nan_to_num.default,
     # torch-mlir lowers trunc through a sign (select of -1/0/1 constants) that IREE folds
     # the same way on a constant splat: ``torch.trunc(torch.ones(3))`` gave -1 (fuzz seed
     # 300), ``frac`` of it 2. Decomposed to floor/ceil (_ONLY_WHEN: a floating input).
@@ -939,6 +942,12 @@ def _not_bool_input(node: Node) -> bool:
 def _sign(x: torch.Tensor) -> torch.Tensor:
     """-1, 0 or 1 (0 for zeros of either sign and NaN, as eager)."""
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+def _nan_to_num_of_integers(x: torch.Tensor, nan: float | None = None, posinf: float | None = None,
+                            neginf: float | None = None) -> torch.Tensor:
+    """An integer or bool tensor has no NaN or infinity: eager returns a copy, whatever the values."""
+    return x.clone()
 
 
 def _floating_input(node: Node) -> bool:
@@ -1860,6 +1869,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.logaddexp.default] = logaddexp
     table[aten.logaddexp2.default] = logaddexp2
     table[aten.sign.default] = table[aten.sgn.default] = _sign
+    table[aten.nan_to_num.default] = _nan_to_num_of_integers
     table[aten.trunc.default] = _trunc
     table[aten.frac.default] = _frac
     table[aten.atan2.default] = _atan2
@@ -2046,6 +2056,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.sign.default: _not_bool_input,
     aten.polygamma.default: lambda node: node.args[0] in (0, 1),
     aten.sgn.default: _not_bool_input,
+    aten.nan_to_num.default: lambda node: not _floating_input(node),
     # Always, but listed so that the atan2 inside the decomposition stays whole.
     aten.atan2.default: lambda node: True,
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,

@@ -208,6 +208,19 @@ def test_xlogy_compiles_and_matches_eager(backend):
         torch.testing.assert_close(g.cpu(), want, equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", [*WITH_INT16, torch.int32, torch.int64], ids=str)
+def test_nan_to_num_of_integers_is_a_copy(backend, dtype):
+    """``nan_to_num`` of an integer or bool tensor failed to lower on every backend (torch-mlir
+    legalizes only the floating form); eager returns a copy, whatever the replacement values."""
+    def fn(x, y, m):
+        return [torch.nan_to_num(x), x.nan_to_num(nan=2.0, posinf=1, neginf=-1), m.nan_to_num(), y.nan_to_num() + 1]
+
+    x, y, m = _inputs(dtype if dtype in _X else torch.int16)
+    check(fn, x.to(dtype), y.to(dtype), m)
+    if dtype in (torch.int32, torch.int64):
+        check(lambda x: [x.nan_to_num(), x.nan_to_num(0.0, 0.0, 0.0)], torch.tensor([-(2 ** 31), 5, 2 ** 31 - 1], dtype=dtype))
+
+
 def test_bool_sorts_false_first(backend):
     """torch-mlir compares i1 as signed (True is -1): ``mask.sort()`` put True
     first and ``descending=True`` False first (reference, iree-cpu). Fixed in
