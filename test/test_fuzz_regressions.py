@@ -1167,9 +1167,8 @@ def test_trunc_and_frac_of_a_constant_splat(name: str) -> None:
 
 
 def _refused_on_iree() -> list:
-    """Every backend; on the IREE backends the graph is refused and runs op by op (the named fallback):
-    two sorts of one shape write in place into one buffer there (backends/iree/miscompiles.py,
-    ``shared_in_place_sorts``)."""
+    """Every backend; on the IREE backends the graph is refused (backends/iree/miscompiles.py) and
+    runs op by op: the named fallback."""
     return [pytest.param(b, id=b, marks=pytest.mark.expect_fallback("compile_error")) if b.startswith("iree")
             else pytest.param(b, id=b) for b in requested_backends()]
 
@@ -1215,15 +1214,25 @@ def test_constant_results_of_several_dtypes_in_one_graph(name: str) -> None:
         _same(got.cpu(), want)
 
 
-@pytest.mark.parametrize("name", _refused_on_iree())
+def _sorts_crash_vulkans_compiler() -> list:
+    """Every backend; on iree-vulkan the graph runs op by op (the named fallback): iree-compile 3.13
+    for SPIR-V crashes (signal 11, ``GPUDistributeSharedMemoryCopyPass``) on a 1-d sort of a
+    length that is not a multiple of 4, as these 5-element sorts are."""
+    return [pytest.param(b, id=b, marks=pytest.mark.expect_fallback("compile_error")) if b == "iree-vulkan"
+            else pytest.param(b, id=b) for b in requested_backends()]
+
+
+@pytest.mark.parametrize("name", _sorts_crash_vulkans_compiler())
 def test_two_sorts_of_one_shape_in_one_graph(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fuzz seed 601 program 64: ``topk(x, 1, largest=False)`` next to ``topk(x, 1)`` in one graph
     gave -0.7 on iree-cpu (eager -1.56), and the second of any two ``argsort``s of equal shapes
     got the first one's permutation: IREE 3.13 merges the copies of the buffer both sorts write
-    in place into (their shared input, or the iota of their indices). Such graphs are refused by
-    the IREE backends and run op by op; the other backends compile them."""
-    if name.startswith("iree"):
-        monkeypatch.delenv("LAZY_STRICT", raising=False)  # the refusal is a compile error
+    in place into (their shared input, or the iota of their indices). Such graphs were refused
+    and ran op by op (HF's top-k plus top-p sampling among them); each later sort of a class now
+    sorts stacked copies of its own (``backends.iree.rewrites.separate_sorts``), and the graph
+    compiles (strict) on every backend but Vulkan."""
+    if name == "iree-vulkan":
+        monkeypatch.delenv("LAZY_STRICT", raising=False)
     use_backend(name)
     x, y = torch.tensor([3.64, -1.56, -0.7, 2.0, -1.56]), torch.tensor([0.5, -2.0, 7.0, 0.0, 1.0])
 

@@ -873,3 +873,29 @@ def test_iree_reduces_an_invariant_value_right_with_an_idempotent_combiner() -> 
             flow = ic.compile_str(_invariant_reduction(n, "i32", "0", "addi", "5"), input_type="none",
                                   target_backends=["llvm-cpu"], extra_args=[*CPU.default_flags, "--compile-to=flow"])
             assert invariant_reductions(flow.decode()), n
+
+
+# -- sorts on SPIR-V -------------------------------------------------------------------------------
+
+
+@pytest.mark.expect_fallback("compile_error")
+def test_a_sort_along_more_elements_than_spirv_sorts_right_is_refused(lavapipe, monkeypatch) -> None:
+    """IREE 3.13's SPIR-V sort returns more than 256 elements out of order (lavapipe: 58 of 288,
+    960 of 1024, 157 of ``randn(2, 300).sort(1)``); the graph is refused (``miscompiles.
+    long_sorts_on_spirv``) and runs op by op with eager's values."""
+    monkeypatch.delenv("LAZY_STRICT")
+    for shape in ((1024,), (2, 300)):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+        got = x.to("lazy").sort(-1)
+        assert torch.equal(got.values.cpu(), x.sort(-1).values) and torch.equal(got.indices.cpu(), x.sort(-1).indices)
+    assert lazy_core.metrics.counter("iree_refused_long_sort") >= 2  # each input form is refused
+
+
+def test_iree_still_misorders_long_sorts_on_spirv(lavapipe, monkeypatch) -> None:
+    """The upstream fault behind the refusal above: with the limit lifted, a sort of 1024
+    elements comes back out of order. When this fails, IREE sorts right and the limit can go."""
+    from lazy_mlir.backends.iree import miscompiles
+
+    monkeypatch.setattr(miscompiles, "_SPIRV_SORT_LIMIT", 1 << 30)
+    x = torch.randn(1024, generator=torch.Generator().manual_seed(3)) + 7.0  # a graph of its own
+    assert not torch.equal(x.to("lazy").sort().values.cpu(), x.sort().values)

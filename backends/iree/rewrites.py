@@ -171,3 +171,78 @@ def hide_zero_literals(mlir: str) -> str:
         return True
 
     return _rewrite_each_op(mlir, hide)
+
+
+_SORTS = {"torch.aten.sort": (1, 2), "torch.aten.sort.stable": (2, 3)}  # op -> (dim, descending) operands
+
+
+def separate_sorts(mlir: str) -> str:
+    """``mlir`` with the second and later sorts of one input type and dim each sorting copies of
+    their own (``backends/iree/miscompiles.py``, the two sorts).
+
+    IREE 3.13 sorts in place, and two sorts of one shape along one dim share the iota of their
+    indices (CSE), so the copy each in-place write needs is merged away and the second sort
+    reads the first one's output: such graphs are refused and ran op by op. HF's top-k plus
+    top-p sampling is one (a ``topk`` and a ``sort`` of the logits). The k-th such sort
+    (k >= 1) sorts ``k + 1`` stacked copies of its input along the same dim and keeps the
+    first: a shape no other sort of the class has, so nothing is shared. The cost is k extra
+    copies sorted. The refusal still checks the result, so a sort this does not separate
+    (a class shared with a natural shape) is refused as before.
+    """
+    if "torch.aten.sort" not in mlir:
+        return mlir
+    from torch_mlir import ir
+
+    seen: dict[tuple[str, int], int] = {}
+
+    def separate(block: Any, op: Any) -> bool:
+        op = op.operation
+        if op.name not in _SORTS:
+            return False
+        dim_at, _ = _SORTS[op.name]
+        x = op.operands[0]
+        xtype = str(x.type)
+        shape = _vtensor_dims(xtype)
+        dim_op = op.operands[dim_at].owner
+        if shape is None or not shape or getattr(dim_op, "name", "") != "torch.constant.int":
+            return False
+        dim = int(dim_op.attributes["value"].value) % len(shape)
+        k = seen.get((xtype, dim), 0)
+        seen[(xtype, dim)] = k + 1
+        if k == 0:
+            return False
+        int_t = ir.Type.parse("!torch.int")
+
+        def const(v: int) -> Any:
+            return ir.Operation.create("torch.constant.int", results=[int_t],
+                                       attributes={"value": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)}).result
+
+        def stacked(t: str) -> ir.Type:
+            return ir.Type.parse(t.replace("<[", f"<[{k + 1},", 1))
+
+        with ir.InsertionPoint(op), op.location:
+            zero, copies, new_dim = const(0), const(k + 1), const(dim + 1)
+            keep = [const(-1) for _ in shape]
+            one = ir.Type.parse(xtype.replace("<[", "<[1,", 1))
+            unsqueezed = ir.Operation.create("torch.aten.unsqueeze", results=[one], operands=[x, zero]).result
+            sizes = ir.Operation.create("torch.prim.ListConstruct", results=[ir.Type.parse("!torch.list<int>")],
+                                        operands=[copies, *keep]).result
+            wide = ir.Operation.create("torch.aten.broadcast_to", results=[stacked(xtype)],
+                                       operands=[unsqueezed, sizes]).result
+            operands = list(op.operands)
+            operands[0], operands[dim_at] = wide, new_dim
+            sort = ir.Operation.create(op.name, results=[stacked(str(r.type)) for r in op.results], operands=operands)
+            firsts = [ir.Operation.create("torch.aten.select.int", results=[r.type], operands=[s, zero, zero]).result
+                      for r, s in zip(op.results, sort.results)]
+        for r, first in zip(op.results, firsts):
+            r.replace_all_uses_with(first)
+        op.erase()
+        return True
+
+    return _rewrite_each_op(mlir, separate)
+
+
+def _vtensor_dims(type_text: str) -> list[str] | None:
+    """The dims of a ``!torch.vtensor<[...],dtype>`` type as text (``?`` for dynamic), or None."""
+    m = re.fullmatch(r"!torch\.vtensor<\[([^\]]*)\],\w+>", type_text)
+    return None if m is None else [d.strip() for d in m.group(1).split(",") if d.strip()]

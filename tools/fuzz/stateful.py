@@ -482,6 +482,9 @@ def _float_update(g: _StepGenerator, dst: str, shape: torch.Size) -> tuple[str, 
     forms: list[tuple[str, tuple]] = [
         (f"{dst}.mul_({{0}})", (rate,)),
         (f"{dst}.add_({{0}})", (g.rng.choice(_STEPS),)),
+        # Identities IREE folds to the state itself (a buffer donated to its own unchanged value).
+        (f"{dst}.{g.rng.choice(['div_', 'mul_'])}({{0}})", (g.rng.choice([1, 1.0, 2.0]),)),
+        (f"{dst}.{g.rng.choice(['sub_', 'add_'])}({{0}})", (g.rng.choice([0, 0.0, -0.0]),)),
         (f"{dst}.clamp_({{0}}, {{1}})", (-g.rng.choice([0.5, 1.0, 3.0]), g.rng.choice([0.5, 1.0, 3.0]))),
         (f"{dst}.{g.rng.choice(['clamp_min_', 'clamp_max_'])}({{0}})", (g.rng.choice([-1.0, 0.0, 0.5]),)),
         (f"{dst}.zero_()", ()),
