@@ -141,6 +141,13 @@ def _fold(flag: Output, site: _Site) -> None:
     metrics.counter_add("checks_recorded")
 
 
+def check_data(flag: Any, exc: type[Exception], message: str, op: str) -> None:
+    """Raise ``exc(message)`` at the next read where the 0-d bool lazy tensor ``flag`` is true,
+    as PyTorch raises at the call (for ops recorded in another form: ``multinomial.py``)."""
+    if _enabled:
+        _fold(_value(flag), _Site(exc, message, op, source_location.current(2)))
+
+
 # -- argument access -------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import metrics, source_location
+from . import metrics, multinomial, source_location
 from . import registry as _registry
 from . import tensor as _t
 from .executor import executor
@@ -155,6 +155,9 @@ def run_random(func: Any, p: Any, args: tuple, kwargs: dict) -> Any:
         return self
     if kind == "native_dropout":
         return _native_dropout(args, kwargs)
+    if func is torch.ops.aten.multinomial.default and multinomial.recordable(args, kwargs):
+        metrics.counter_add("random::aten.multinomial.default")
+        return multinomial.multinomial(args, kwargs)
     if kind.startswith("rrelu_with_noise"):
         bound = {"self": args[0], **bind_after_self(func, args[1:], kwargs)}
         if not bound.get("training", False):

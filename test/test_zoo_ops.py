@@ -105,6 +105,49 @@ def test_random_draws_follow_eagers_layout(compiling: str) -> None:
         torch.empty(4, 1, device="lazy").expand(4, 3).normal_()
 
 
+def test_one_multinomial_sample_is_recorded_with_eagers_draws(compiling: str) -> None:
+    """HF ``generate(do_sample=True)`` fell back to the CPU at every token on
+    ``torch.multinomial(probs, 1)``, breaking its graph. One sample is recorded as the CPU
+    kernel computes it (``lazy_core/multinomial.py``: an exponential race from the CPU
+    generator): the same samples as eager, strided and half inputs included, with or without
+    replacement, and a generator argument; eager's data errors raise at the read."""
+    for i, (shape, dtype, replacement) in enumerate([((7,), torch.float32, False), ((3, 50), torch.float32, True),
+                                                     ((4, 9), torch.float64, False), ((2, 6), torch.float16, False)]):
+        g = torch.Generator().manual_seed(i)
+        p = torch.rand(shape, generator=g).to(dtype) * (torch.rand(shape, generator=g) > 0.4)
+        p[..., -1] += 0.25
+        for prep in (lambda t: t, lambda t: t.flip(-1)):
+            torch.manual_seed(i)
+            want = torch.multinomial(prep(p), 1, replacement)
+            torch.manual_seed(i)
+            got = torch.multinomial(prep(p.to("lazy")), 1, replacement)
+            assert torch.equal(got.cpu(), want), (shape, dtype)
+    want = torch.multinomial(p, 1, generator=torch.Generator().manual_seed(5))
+    got = torch.multinomial(p.to("lazy"), 1, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(got.cpu(), want)
+    assert metrics.counter("random::aten.multinomial.default") == 9
+    assert not _fallbacks()
+    for bad, message in [([0.5, float("nan")], "`inf`, `nan` or element < 0"), ([0.5, -0.1], "element < 0"),
+                         ([[1.0, 1.0], [0.0, 0.0]], "sum of probabilities")]:
+        sample = torch.multinomial(torch.tensor(bad).to("lazy"), 1)
+        with pytest.raises(RuntimeError, match=message):
+            sample.cpu()
+    with pytest.raises(RuntimeError, match="n_sample > prob_dist.size"):
+        torch.multinomial(torch.ones(0, device="lazy"), 1)
+
+
+@pytest.mark.expect_fallback("aten.multinomial")
+def test_more_multinomial_samples_run_eagerly_with_eagers_values(compiling: str) -> None:
+    """More samples without replacement are ``topk`` on the CPU, whose order among the
+    categories of probability 0 the recorded ``topk`` does not follow: they stay eager."""
+    p = torch.tensor([[0.0, 0.3, 0.0, 0.0, 0.0, 0.7, 0.0], [0.2, 0.2, 0.2, 0.2, 0.1, 0.1, 0.0]])
+    for replacement in (False, True):
+        torch.manual_seed(2)
+        want = torch.multinomial(p, 4, replacement)
+        torch.manual_seed(2)
+        assert torch.equal(torch.multinomial(p.to("lazy"), 4, replacement).cpu(), want)
+
+
 @pytest.mark.parametrize("split", ["chunk", "sizes"])
 def test_unsafe_split_is_recorded(compiling: str, split: str) -> None:
     """LSTM/GRU cells split their gates with unsafe_chunk: it fell back at every timestep."""
