@@ -88,6 +88,25 @@ class LazyTensor(torch.Tensor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
+    # ``t.data = other``: PyTorch's setter swaps the C++ tensor's metadata (shape, strides,
+    # dtype) but knows nothing of the Python state that holds a lazy tensor's value, so the
+    # tensor kept its old value under the new shape (``nn.utils.vector_to_parameters`` did
+    # nothing). As eagerly, ``t`` then aliases ``other``'s storage.
+    @property
+    def data(self) -> torch.Tensor:
+        return torch.Tensor.data.__get__(self)
+
+    @data.setter
+    def data(self, new: torch.Tensor) -> None:
+        if not isinstance(new, LazyTensor):
+            torch.Tensor.data.__set__(self, new)  # PyTorch's own error for another tensor type
+            raise RuntimeError(f"cannot set the data of a lazy tensor to a {new.device} tensor; "
+                               "move it to the lazy device first")
+        torch.Tensor.data.__set__(self, new)
+        self._lz_storage = new._lz_storage
+        self._lz_view = new._lz_view
+        self._lz_cache = None
+
     # -- values ------------------------------------------------------------------
     def _lz_value(self) -> Output:
         """The IR value this tensor currently stands for."""

@@ -683,3 +683,41 @@ def test_the_reference_jit_skips_llvms_optimizer_for_a_huge_graph():
     assert backend._opt_level_for(small) == 2
     assert backend._opt_level_for(huge) == 0
     assert ReferenceBackend(opt_level=0)._opt_level_for(small) == 0
+
+
+def test_setting_data_replaces_the_value_and_aliases_the_new_storage(backend):
+    """``t.data = other`` was ignored: PyTorch's setter changes the C++ metadata only, so the
+    lazy tensor kept its old value under the new shape and ``nn.utils.vector_to_parameters``
+    did nothing (an adversarial probe). As eagerly, ``t`` now stands for ``other``'s value and
+    shares its storage."""
+    def program(d: str) -> list[torch.Tensor]:
+        out = []
+        x = torch.arange(4.0).to(d)
+        x.data = torch.full((4,), 7.0).to(d)
+        out.append(x.clone())
+        x = torch.arange(4.0).to(d)
+        x.data = x.data[::2]
+        out.append(x.clone())
+        x = torch.arange(4.0).to(d)
+        y = x.view(2, 2)
+        x.data = torch.zeros(4).to(d)
+        y.add_(1)  # the old storage, no longer x's
+        out += [x.clone(), y.clone()]
+        x, z = torch.arange(4.0).to(d), torch.ones(4).to(d)
+        x.data = z
+        z.mul_(3)  # x aliases z
+        x.add_(1)
+        out += [x.clone(), z.clone()]
+        m = torch.nn.Linear(2, 1).to(d)
+        torch.nn.utils.vector_to_parameters(torch.tensor([1.0, 2.0, 3.0]).to(d), m.parameters())
+        out += [m.weight.detach().clone(), m.bias.detach().clone(), m(torch.ones(1, 2).to(d)).detach()]
+        p = torch.nn.Parameter(torch.ones(3).to(d))
+        p.data = p.data * 10
+        out.append(p.detach().clone())
+        return out
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        assert got.shape == want.shape and torch.equal(got.cpu(), want)
+    x = torch.ones(3).to("lazy")
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        x.data = torch.ones(3)
