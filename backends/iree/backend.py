@@ -85,7 +85,7 @@ from .memo import (
     scalar_memo,
     vmfb_memo,
 )
-from .rewrites import hide_zero_literals, rewrite_for_iree, separate_sorts
+from .rewrites import hide_zero_literals, materialize_self_updates, rewrite_for_iree, separate_sorts
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
 
 #: The runtime's words when a module needs more than the device allows
@@ -248,7 +248,7 @@ class IreeBackend(MlirBackend):
         if form == "linalg":
             return lowering.lower(computation, "linalg-on-tensors").mlir
         text = rewrite_for_iree(computation.mlir if form == "raw" else lowering.lower(computation, "torch").mlir)
-        text = separate_sorts(text)
+        text = materialize_self_updates(separate_sorts(text))
         if self.config.hides_zero_literals:
             text = hide_zero_literals(text)
         return text

@@ -246,3 +246,47 @@ def _vtensor_dims(type_text: str) -> list[str] | None:
     """The dims of a ``!torch.vtensor<[...],dtype>`` type as text (``?`` for dynamic), or None."""
     m = re.fullmatch(r"!torch\.vtensor<\[([^\]]*)\],\w+>", type_text)
     return None if m is None else [d.strip() for d in m.group(1).split(",") if d.strip()]
+
+
+#: Ops writing ``src`` (operand 1, or 2 for ``index_put``) into a copy of ``self`` (operand 0).
+_UPDATES = {"torch.aten.slice_scatter": 1, "torch.aten.select_scatter": 1, "torch.aten.diagonal_scatter": 1,
+            "torch.aten.as_strided_scatter": 1, "torch.aten.index_put": 2, "torch.aten._index_put_impl": 2}
+#: Ops whose result IREE may take as a view or a copy of their first operand's buffer.
+_VIEWS = re.compile(r"^torch\.aten\.(?:slice\.Tensor|select\.int|clone|view|reshape|_reshape_alias|unsqueeze"
+                    r"|squeeze(?:\.dim)?|transpose\.int|permute|expand|narrow|contiguous|alias|detach|flatten\.using_ints"
+                    r"|unflatten\.int|t|numpy_T|diagonal|as_strided|lift_fresh_copy)$")
+
+
+def materialize_self_updates(mlir: str) -> str:
+    """``mlir`` with the value written by an update into its own buffer's copy (``x[1:] =
+    x[:-1].clone()``) read through ``util.optimization_barrier``.
+
+    IREE 3.13 elides the ``clone`` and performs such an update as one copy inside the
+    destination buffer (``stream.cmd.copy %x[0], %x[4], 36``), which the runtime refuses at
+    every call: "source and target ranges must not overlap within the same buffer" (iree-cpu;
+    the tensor could not be read again). Behind the barrier the written value is a buffer of
+    its own, copied first.
+    """
+    if not any(op in mlir for op in _UPDATES):
+        return mlir
+    from .donation import _builtin_type, _is_block_argument, _materialize
+
+    def reads_its_destination(src: Any, dst: Any) -> bool:
+        while src != dst:
+            if _is_block_argument(src) or not _VIEWS.match(src.owner.operation.name):
+                return False
+            src = src.owner.operation.operands[0]
+        return True
+
+    def separate(block: Any, op: Any) -> bool:
+        op = op.operation
+        at = _UPDATES.get(op.name)
+        if at is None or len(op.operands) <= at:
+            return False
+        src = op.operands[at]
+        if not reads_its_destination(src, op.operands[0]) or _builtin_type(str(src.type)) is None:
+            return False
+        _materialize(block, src)
+        return True
+
+    return _rewrite_each_op(mlir, separate)
