@@ -84,6 +84,10 @@ class ViewStep:
         args = bind_after_self(self.op, self.rest, self.kwargs)
         if kind in _IDENTITY:
             return updated
+        if self.op is aten.view.dtype:
+            # The same bits read as the base's dtype (a value cast of them wrote
+            # ``1067319296.0`` into a float base updated through ``view(torch.int32)``).
+            return record(aten.view.dtype, (updated, below.meta.dtype), {})
         if kind in _RESHAPES:
             if kind.startswith("expand") and _numel(self.in_shape) != _numel(updated.meta.shape):
                 # LazyTensor._lz_assign writes through a broadcast with write_by_index.

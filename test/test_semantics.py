@@ -763,3 +763,29 @@ def test_a_tensor_updated_from_a_copy_of_part_of_itself(backend, request, monkey
 
     for got, want in zip(program("lazy"), program("cpu"), strict=True):
         assert torch.equal(got.cpu(), want)
+
+
+def test_an_in_place_write_through_a_dtype_view_writes_bits(backend):
+    """``x.view(torch.int32).bitwise_and_(-65536)`` on a float ``x`` wrote the integers' values
+    converted to float (``1067319296.0``), not their bits (an adversarial probe): the view step
+    was inverted as a reshape and the dtype converted on assignment (lazy_core/views.py)."""
+    def program(d: str) -> list[torch.Tensor]:
+        x = torch.tensor([1.2345, -3.75]).to(d)
+        x.view(torch.int32).bitwise_and_(-65536)
+        i = torch.tensor([1065353216, 1073741824], dtype=torch.int32).to(d)
+        i.view(torch.float32).mul_(2)
+        y = torch.tensor([1.5, -2.0]).to(d)
+        v = y.view(torch.int32)
+        v[0] = 0
+        n = torch.arange(4, dtype=torch.int64).to(d)
+        n.view(torch.float64).neg_()
+        return [x, i, y, v, n]
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        assert torch.equal(got.cpu(), want)
+    if backend.name.startswith("iree"):  # a view to a narrower dtype (the reference backend cannot lower it)
+        h = torch.tensor([1.5, -2.0, 3.0, 4.0])
+        lh = h.to("lazy")
+        lh.view(torch.int16)[1::2].bitwise_xor_(-32768)
+        h.view(torch.int16)[1::2].bitwise_xor_(-32768)
+        assert torch.equal(lh.cpu(), h)
