@@ -74,8 +74,16 @@ _FP32_CPU_ONLY = frozenset({
     "ormqr", "pinverse", "max_pool3d", "max_unpool2d", "max_unpool3d", "adaptive_avg_pool3d",
     "reflection_pad1d", "reflection_pad2d", "replication_pad1d", "replication_pad2d",
     "replication_pad3d", "ctc_loss", "fractional_max_pool2d", "fractional_max_pool3d",
-    "adaptive_max_pool3d", "geqrf", "qr", "svd", "triangular_solve",
+    "adaptive_max_pool3d", "geqrf", "qr", "svd", "triangular_solve", "view_as_complex",
+    "fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn", "fft_rfft", "fft_irfft",
+    "fft_rfft2", "fft_irfft2", "fft_rfftn", "fft_irfftn", "fft_hfft", "fft_ihfft",
+    "linalg_cond", "linalg_matrix_rank", "linalg_solve", "linalg_cholesky", "linalg_svdvals",
+    "linalg_eigvals", "linalg_eigvalsh", "linalg_inv", "linalg_householder_product", "linalg_tensorinv",
+    "linalg_tensorsolve", "linalg_qr", "linalg_cholesky_ex", "linalg_svd", "linalg_eig", "linalg_eigh",
+    "linalg_lstsq", "linalg_inv_ex",
 })
+#: ``F.pad`` is one function for every mode; ATen's CPU list names the kernels of two of them.
+_FP32_CPU_PAD_MODES = frozenset({"reflect", "replicate"})
 _FP32_CUDA_ONLY = frozenset({
     "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
     "reciprocal", "rsqrt", "sinh", "tan", "pow", "softplus", "layer_norm", "native_layer_norm",
@@ -158,9 +166,12 @@ def _promote_dtype(leaves: list[Any], low: torch.dtype) -> torch.dtype:
     return out
 
 
-def _policy_of(func: Callable, s: _State) -> tuple[str | None, str]:
+def _policy_of(func: Callable, s: _State, args: tuple = (), kwargs: dict | None = None) -> tuple[str | None, str]:
     name = getattr(func, "__name__", "")
     name = _ALIASES.get(name, name)
+    if name == "pad" and s.policy == "cpu":
+        mode = kwargs.get("mode") if kwargs and "mode" in kwargs else (args[2] if len(args) > 2 else "constant")
+        return ("fp32" if mode in _FP32_CPU_PAD_MODES else None), name
     if name in LOWER[s.policy]:
         return "lower", name
     if name in FP32[s.policy]:
@@ -178,7 +189,7 @@ class _AutocastMode(TorchFunctionMode):
         s = _state()
         if not s.enabled or "out" in kwargs:
             return func(*args, **kwargs)
-        kind, _ = _policy_of(func, s)
+        kind, _ = _policy_of(func, s, args, kwargs)
         if kind is None:
             return func(*args, **kwargs)
         leaves, _ = tree_flatten((args, kwargs))

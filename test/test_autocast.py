@@ -36,6 +36,10 @@ OPS = {
     "stack_promote": (lambda a, b, c: torch.stack([a @ b, c]), [(4, 8), (8, 3), (4, 3)]),
     "add_after_mm": (lambda a, b, c: (a @ b) + c, [(4, 8), (8, 3), (4, 3)]),
     "relu_plain": (lambda a: a.relu(), [(4, 3)]),
+    # F.pad is one function for every mode; ATen's CPU fp32 list names reflect's and replicate's kernels.
+    "pad_reflect_after_mm": (lambda a, b: F.pad((a @ b)[None], (1, 1), mode="reflect"), [(4, 8), (8, 3)]),
+    "pad_replicate_after_mm": (lambda a, b: F.pad((a @ b)[None], (1, 1), "replicate"), [(4, 8), (8, 3)]),
+    "pad_constant_after_mm": (lambda a, b: F.pad(a @ b, (1, 1)), [(4, 8), (8, 3)]),
 }
 
 
@@ -68,6 +72,24 @@ def test_autocast_op_matches_cpu_autocast(backend, name: str, dtype: torch.dtype
     for g, w in zip(got_grads, want_grads):
         assert g.dtype == w.dtype
         torch.testing.assert_close(g.cpu(), w, **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", LOW, ids=["bf16", "fp16"])
+def test_autocast_runs_ffts_and_linalg_in_float32_as_cpu_autocast(eager_backend, dtype: torch.dtype) -> None:
+    """The FFTs and ``torch.linalg`` solvers are on ATen's CPU float32 list; lazy autocast left
+    them out, so ``torch.fft.rfft(a @ b)`` raised "Unsupported dtype BFloat16" (an adversarial probe)."""
+    def calls(a: torch.Tensor, b: torch.Tensor) -> list:
+        h = a @ b
+        eye = torch.eye(4, device=h.device)
+        return [torch.fft.rfft(h), torch.fft.fft2(h), torch.fft.irfft(h), torch.linalg.inv(h + 4 * eye),
+                torch.linalg.solve(h + 4 * eye, h), torch.linalg.svdvals(h), torch.linalg.eigvalsh(h + h.T)]
+
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    with torch.autocast("cpu", dtype=dtype):
+        want = [t.dtype for t in calls(a, b)]
+    with lazy_core.autocast(dtype=dtype):
+        got = [t.dtype for t in calls(a.to("lazy"), b.to("lazy"))]
+    assert got == want
 
 
 def test_autocast_nested_disabled_and_restored(eager_backend) -> None:
