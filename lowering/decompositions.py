@@ -346,6 +346,10 @@ DECOMPOSED_OPS = (
     # gave -1; fuzz seed 21): decomposed to comparisons (_ONLY_WHEN: not bool).
     aten.sign.default,
     aten.sgn.default,
+    # ``torch.roll(x, 1)`` without dims (a roll of the flattened tensor) failed to lower on every
+    # backend: torch-mlir pairs each shift with a dim. Flattened, rolled along 0, viewed back
+    # (_ONLY_WHEN: no dims).
+    aten.roll.default,
     # ``nan_to_num`` of an integer or bool tensor (the identity, as eager) failed to lower on
     # every backend: torch-mlir legalizes only the floating form. A copy (_ONLY_WHEN: not floating).
     aten.nan_to_num.default,
@@ -942,6 +946,11 @@ def _not_bool_input(node: Node) -> bool:
 def _sign(x: torch.Tensor) -> torch.Tensor:
     """-1, 0 or 1 (0 for zeros of either sign and NaN, as eager)."""
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+def _roll_flattened(x: torch.Tensor, shifts: list[int], dims: list[int] | None = None) -> torch.Tensor:
+    """``roll`` without dims: eager rolls the flattened tensor by its one shift."""
+    return torch.roll(x.reshape(-1), list(shifts), [0]).view(x.shape)
 
 
 def _nan_to_num_of_integers(x: torch.Tensor, nan: float | None = None, posinf: float | None = None,
@@ -1870,6 +1879,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.logaddexp2.default] = logaddexp2
     table[aten.sign.default] = table[aten.sgn.default] = _sign
     table[aten.nan_to_num.default] = _nan_to_num_of_integers
+    table[aten.roll.default] = _roll_flattened
     table[aten.trunc.default] = _trunc
     table[aten.frac.default] = _frac
     table[aten.atan2.default] = _atan2
@@ -2057,6 +2067,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.polygamma.default: lambda node: node.args[0] in (0, 1),
     aten.sgn.default: _not_bool_input,
     aten.nan_to_num.default: lambda node: not _floating_input(node),
+    aten.roll.default: lambda node: not (node.args[2] if len(node.args) > 2 else node.kwargs.get("dims", [])),
     # Always, but listed so that the atan2 inside the decomposition stays whole.
     aten.atan2.default: lambda node: True,
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,

@@ -399,6 +399,8 @@ _ONCE_UNCOMPILED = {
     "unfold_dilated": (lambda x: torch.nn.functional.unfold(x, (3, 2), dilation=(2, 1), padding=(0, 2),
                                                             stride=(1, 3)), (2, 3, 7, 9)),
     "fold": (lambda x: torch.nn.functional.fold(x, (4, 5), (3, 2)), (2, 18, 8)),
+    # No dims: a roll of the flattened tensor (an adversarial probe; torch-mlir pairs shifts with dims).
+    "roll_without_dims": (lambda x: torch.roll(x.t(), -5), (3, 4)),
     "reflect_pad_1d": (lambda x: torch.nn.functional.pad(x, (2, 3), mode="reflect"), (2, 3, 7)),
     "reflect_pad_2d": (lambda x: torch.nn.functional.pad(x, (2, 1, 1, 3), mode="reflect"), (2, 3, 7, 9)),
     "adaptive_avg_uneven": (lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (3, 4)), (2, 3, 7, 9)),
