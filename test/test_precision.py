@@ -293,10 +293,16 @@ def test_half_precision_exact_gelu_is_computed_in_float32(backend):
         want, want_grad = F.gelu(x), torch.ops.aten.gelu_backward(g, x)
         assert got.dtype == got_grad.dtype == dtype
         for what, a, b in (("gelu", got.cpu(), want), ("gelu_backward", got_grad.cpu(), want_grad)):
-            err = (a.float() - b.float()).abs().max().item()
-            assert err <= 3e-5, (dtype, what, err)
+            # 3e-5, or one ulp of eager's value: on a CPU with AVX512-FP16 (this session's CI
+            # machine) eager's float16 gelu_backward differs by one ulp (3.05e-5 near 0.05).
+            err = (a.float() - b.float()).abs()
+            allowed = torch.clamp(b.float().abs() * torch.finfo(dtype).eps, min=3e-5)
+            assert (err <= allowed).all(), (dtype, what, err.max().item())
         if dtype == torch.float16:  # bfloat16 reaches gelu widened to float32, with the backend's erf
-            assert (got.cpu() != want).sum().item() <= x.numel() // 100, (dtype, (got.cpu() != want).sum().item())
+            # The lowering's erf follows eager's AVX2 kernel; on a CPU with AVX512 eager's erf differs,
+            # and 262 of 4001 values round to the neighbouring float16 (one ulp). Computed in float16
+            # (the bug) 1,390 were off.
+            assert (got.cpu() != want).sum().item() <= x.numel() // 10, (dtype, (got.cpu() != want).sum().item())
 
 
 def test_variance_of_large_float32_values_does_not_overflow(backend):
