@@ -325,10 +325,7 @@ def _set_storage(func: Any, args: tuple, kwargs: dict) -> Any:
     stride = rest[2] if len(rest) > 2 else kwargs.get("stride", None)
     host = torch.empty(0, dtype=self.dtype).set_(host_storage, offset, size, *([stride] if stride is not None else []))
     new = _t.from_cpu(host.clone(), self._lz_storage.device)
-    self.data = new
-    self._lz_storage = new._lz_storage
-    self._lz_view = ()
-    self._lz_cache = None
+    self.data = new  # LazyTensor.data's setter takes new's storage and view
     return self
 
 
