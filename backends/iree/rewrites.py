@@ -157,9 +157,15 @@ def hide_zero_literals(mlir: str) -> str:
     (its moments start as zeros) and every RNN step (its hidden state starts as zeros) were such
     graphs. Behind the barrier IREE cannot fold the zero: the splat becomes a buffer IREE fills,
     and the shaders read it from memory, where lavapipe computes IEEE arithmetic.
+
+    A scatter into zeros (``index_put``, ``scatter_add``: the backward of every embedding and
+    indexing read) keeps a zero literal of its own: IREE scatters in place, and through the
+    one shared barrier two such scatters wrote into one buffer (each result held both).
     """
     if "torch.vtensor.literal" not in mlir:
         return mlir
+    from torch_mlir import ir
+
     from .donation import _materialize
 
     def hide(block: Any, op: Any) -> bool:
@@ -167,7 +173,12 @@ def hide_zero_literals(mlir: str) -> str:
             return False
         if _ZERO_SPLAT.fullmatch(str(op.operation.attributes["value"])) is None:
             return False
+        scatters = [u.owner for u in op.results[0].uses
+                    if u.operand_number == 0 and _SCATTERS.match(u.owner.name)]
         _materialize(block, op.results[0])
+        for scatter in scatters:  # each its own zeros, not the shared barrier's buffer
+            zeros = op.operation.clone(ip=ir.InsertionPoint(scatter))
+            scatter.operands[0] = zeros.results[0]
         return True
 
     return _rewrite_each_op(mlir, hide)
@@ -250,11 +261,51 @@ def _vtensor_dims(type_text: str) -> list[str] | None:
 
 #: Ops writing ``src`` (operand 1, or 2 for ``index_put``) into a copy of ``self`` (operand 0).
 _UPDATES = {"torch.aten.slice_scatter": 1, "torch.aten.select_scatter": 1, "torch.aten.diagonal_scatter": 1,
-            "torch.aten.as_strided_scatter": 1, "torch.aten.index_put": 2, "torch.aten._index_put_impl": 2}
+            "torch.aten.as_strided_scatter": 1, "torch.aten.index_put": 2, "torch.aten.index_put.hacked_twin": 2,
+            "torch.aten._index_put_impl": 2, "torch.aten._index_put_impl.hacked_twin": 2}
+#: Ops IREE performs as ``iree_linalg_ext.scatter`` into (a copy of) operand 0.
+_SCATTERS = re.compile(r"^torch\.aten\.(?:_?index_put(?:_impl)?(?:\.hacked_twin)?|scatter(?:_add|_reduce)?(?:\.\w+)?"
+                       r"|index_add|index_copy)$")
 #: Ops whose result IREE may take as a view or a copy of their first operand's buffer.
 _VIEWS = re.compile(r"^torch\.aten\.(?:slice\.Tensor|select\.int|clone|view|reshape|_reshape_alias|unsqueeze"
                     r"|squeeze(?:\.dim)?|transpose\.int|permute|expand|narrow|contiguous|alias|detach|flatten\.using_ints"
                     r"|unflatten\.int|t|numpy_T|diagonal|as_strided|lift_fresh_copy)$")
+
+
+def _barrier(value: Any) -> Any:
+    """``value`` read through a new ``util.optimization_barrier``, built at the insertion point."""
+    from torch_mlir import ir
+
+    from .donation import _builtin_type
+
+    to = ir.Operation.create("torch_c.to_builtin_tensor", results=[ir.Type.parse(_builtin_type(str(value.type)))],
+                             operands=[value])
+    kept = ir.Operation.create("util.optimization_barrier", results=[to.result.type], operands=[to.result])
+    return ir.Operation.create("torch_c.from_builtin_tensor", results=[value.type], operands=[kept.result]).result
+
+
+def _scatter_into_own_copy(op: Any, chain: list[Any]) -> None:
+    """Give the scatter ``op`` a destination of its own: its view ``chain`` (the view ops from
+    the tensor it views, a graph argument or a computed value, up to operand 0) rebuilt on a
+    barrier of that tensor, the result behind a second barrier.
+
+    A scatter into a slice of a tensor fused with the slice's copy into one dispatch whose
+    copy IREE 3.13 cannot distribute ("write affecting operations on global resources are
+    restricted to workgroup distributed contexts"). Behind a barrier the view is copied by a
+    dispatch of its own and the scatter writes in place into that copy. Each scatter needs
+    its own copy, all the way down: two scatters reading one barrier, or barriers of one
+    shared view, wrote into one buffer (each result then held both writes), as IREE does not
+    copy a tied operand that a barrier passes through.
+    """
+    from torch_mlir import ir
+
+    with ir.InsertionPoint(op), op.location:
+        value = _barrier(chain[0].operands[0])
+        for view in chain:
+            copy = view.clone()
+            copy.operands[0] = value
+            value = copy.results[0]
+        op.operands[0] = _barrier(value)
 
 
 def materialize_self_updates(mlir: str) -> str:
@@ -267,26 +318,42 @@ def materialize_self_updates(mlir: str) -> str:
     the tensor could not be read again). Behind the barrier the written value is a buffer of
     its own, copied first.
     """
-    if not any(op in mlir for op in _UPDATES):
+    if not any(op in mlir for op in (*_UPDATES, "torch.aten.scatter", "torch.aten.index_add", "torch.aten.index_copy")):
         return mlir
     from .donation import _builtin_type, _is_block_argument, _materialize
 
+    def root(value: Any) -> Any:
+        """The value ``value`` is a view chain of (itself if it is no view)."""
+        while not _is_block_argument(value) and _VIEWS.match(value.owner.operation.name):
+            value = value.owner.operation.operands[0]
+        return value
+
     def reads_its_destination(src: Any, dst: Any) -> bool:
-        while src != dst:
-            if _is_block_argument(src) or not _VIEWS.match(src.owner.operation.name):
-                return False
-            src = src.owner.operation.operands[0]
-        return True
+        return root(src) == root(dst)
+
+    def views(value: Any) -> list[Any]:
+        """The view ops from the value ``value`` is a view of up to ``value`` (empty: no view)."""
+        chain = []
+        while not _is_block_argument(value) and _VIEWS.match(value.owner.operation.name):
+            chain.append(value.owner.operation)
+            value = chain[-1].operands[0]
+        return chain[::-1]
 
     def separate(block: Any, op: Any) -> bool:
         op = op.operation
+        changed = False
         at = _UPDATES.get(op.name)
-        if at is None or len(op.operands) <= at:
-            return False
-        src = op.operands[at]
-        if not reads_its_destination(src, op.operands[0]) or _builtin_type(str(src.type)) is None:
-            return False
-        _materialize(block, src)
-        return True
+        if at is not None and len(op.operands) > at:
+            src = op.operands[at]
+            if reads_its_destination(src, op.operands[0]) and _builtin_type(str(src.type)) is not None:
+                _materialize(block, src)
+                changed = True
+        if _SCATTERS.match(op.name) and op.operands:
+            chain = views(op.operands[0])
+            if chain and all(_builtin_type(str(v.results[0].type)) is not None for v in chain) \
+                    and _builtin_type(str(chain[0].operands[0].type)) is not None:
+                _scatter_into_own_copy(op, chain)
+                changed = True
+        return changed
 
     return _rewrite_each_op(mlir, separate)

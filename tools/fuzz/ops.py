@@ -11,6 +11,8 @@ category's lines, nothing else:
 - ``inplace_cast``: in-place and ``out=`` ops whose result type cannot be cast
   to the destination (PyTorch raises). Off: only castable in-place ops.
 - ``view_inplace``: in-place ops through a view (the base must change too).
+- ``scatter``: index_put / index_add / index_copy / scatter / ``a[idx] = c`` into a tensor or
+  a slice of it.
 - ``linear``: ``F.linear``/``addmm``/``mm`` (zeros inputs are common).
 - ``special``: NaN and +-inf as scalar constants.
 - ``inexact``: scalar constants a float32/float16 tensor cannot hold exactly
@@ -399,6 +401,43 @@ def tensor_index(g: Generator) -> Line | None:
     else:
         ok = in_range if t.dim() else False
         line = Line(f"{out} = {a}[{idx}]", (), (out,), "index")
+    return line if ok else Line(line.template, line.consts, line.touched, "data_error")
+
+
+@op("scatter")
+def scatter_into(g: Generator) -> Line | None:
+    """An index_put / index_add / index_copy / scatter / ``a[idx] = c`` into ``a`` or a slice
+    of it: IREE fused a slice's copy into the scatter (a compile failure), and a first fix let
+    two scatters of one slice write into one buffer (a wrong value). The value written is one
+    constant, so duplicate indices leave nothing to the order of writes."""
+    a = g.var(lambda x: x.dim() >= 1 and x.shape[0] >= 1)
+    idx = g.var(lambda x: x.dtype == torch.int64 and x.dim() == 1 and x.numel() >= 1)
+    if a is None or idx is None:
+        return None
+    t, iv = g.t(a), g.t(idx)
+    slices = ["", "[1:]", "[::2]"] + (["[:, :2]", "[:, 1:]"] if t.dim() >= 2 else [])
+    dst = a + g.rng.choice(slices)
+    view = eval(dst, {}, {a: t})  # noqa: S307 - a slice expression built above
+    if view.dim() == 0 or view.shape[0] == 0:
+        return None
+    n = view.shape[0]
+    wrapped, nonneg = bool(((iv >= -n) & (iv < n)).all()), bool(((iv >= 0) & (iv < n)).all())
+    out, c = g.fresh(), g.scalar()
+    src = f"{dst}.new_full(({idx}.numel(), *{dst}.shape[1:]), {{0}})"
+    form = g.rng.choice(["index_put", "index_put_acc", "index_add", "index_copy", "scatter", "setitem"])
+    if form.startswith("index_put"):
+        acc = form == "index_put_acc"
+        line, ok = Line(f"{out} = {dst}.index_put(({idx},), {dst}.new_full((), {{0}}), accumulate={acc})",
+                        (c,), (out,), "scatter"), wrapped
+    elif form in ("index_add", "index_copy"):
+        line, ok = Line(f"{out} = {dst}.{form}(0, {idx}, {src})", (c,), (out,), "scatter"), nonneg
+    elif form == "scatter":
+        shape = (iv.numel(), *[1] * (view.dim() - 1))
+        line, ok = Line(f"{out} = {dst}.scatter(0, {idx}.view{shape}, {{0}})", (c,), (out,), "scatter"), nonneg
+    else:
+        if not _writable(t):
+            return None
+        line, ok = Line(f"{dst}[{idx}] = {{0}}", (c,), (a,), "scatter"), wrapped
     return line if ok else Line(line.template, line.consts, line.touched, "data_error")
 
 

@@ -1,0 +1,70 @@
+"""Negative indices of an ``index_put`` wrapped before the backend sees them.
+
+``x[idx] = v`` with ``idx = [-1, -6, 2]`` (and ``index_put``, ``_unsafe_index_put``, the
+backward of an indexing read) writes ``x[-1]`` and ``x[-6]`` eagerly, as Python indexing
+does. torch-mlir's lowering of ``index_put`` passes the indices to a scatter unchanged:
+IREE dropped the negative ones (iree-cpu and iree-vulkan returned ``x`` with only ``x[2]``
+written, or wrote outside the tensor), and the reference backend's scatter wrote before its
+buffer ("double free or corruption", the process gone). Found by the fuzzer's ``scatter``
+ops (seed 7301). Reads (``aten.index.Tensor``) wrap in torch-mlir already.
+
+Each integer index tensor ``i`` of dimension size ``n`` is replaced by
+``where(i < 0, i + n, i)``. An index outside ``[-n, n)`` was replaced by 0 and recorded as an
+error when it was traced (``lazy_core.checks``), so every index is in range afterwards.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Graph
+from torch.fx import Node as FxNode
+
+from lazy_core.ir import TensorMeta
+
+from .fx_meta import meta_tensor, set_meta
+from .fx_rewrite import calls_on_tensors
+
+__all__ = ["wrap_negative_scatter_indices"]
+
+aten = torch.ops.aten
+
+_INDEX_PUTS = (aten.index_put.default, aten._index_put_impl.default, aten._unsafe_index_put.default)
+
+
+def _call(g: Graph, target: object, args: tuple, val: torch.Tensor, like: FxNode, dtype: torch.dtype) -> FxNode:
+    n = g.call_function(target, args)
+    set_meta(n, meta_tensor(TensorMeta(tuple(val.shape), dtype, tuple(val.stride()))))
+    if "stack_trace" in like.meta:
+        n.meta["stack_trace"] = like.meta["stack_trace"]
+    return n
+
+
+def _wrapped(g: Graph, i: FxNode, n: int, like: FxNode) -> FxNode:
+    val = i.meta["val"]
+    negative = _call(g, aten.lt.Scalar, (i, 0), val, like, torch.bool)
+    shifted = _call(g, aten.add.Scalar, (i, n), val, like, val.dtype)
+    return _call(g, aten.where.self, (negative, shifted, i), val, like, val.dtype)
+
+
+def wrap_negative_scatter_indices(g: Graph) -> bool:
+    """Rewrite ``g`` in place (see the module docstring); True if it changed."""
+    changed = False
+    for node, _x, val in calls_on_tensors(g, _INDEX_PUTS):
+        indices = node.args[1] if len(node.args) > 1 else None
+        if not isinstance(indices, list | tuple):
+            continue
+        metas = [i.meta.get("val") if isinstance(i, FxNode) else None for i in indices]
+        if any(m is not None and m.dtype in (torch.bool, torch.uint8) for m in metas):
+            continue  # a mask (decomposed before, or walks several dims): no integer to wrap
+        if len(indices) > val.dim():
+            continue
+        new = list(indices)
+        with g.inserting_before(node):
+            for d, (i, m) in enumerate(zip(indices, metas)):
+                if m is None or m.dtype.is_floating_point or m.dtype.is_complex:
+                    continue
+                new[d] = _wrapped(g, i, int(val.shape[d]), node)
+        if new != list(indices):
+            node.args = (node.args[0], type(indices)(new), *node.args[2:])
+            changed = True
+    return changed
