@@ -316,20 +316,15 @@ def materialize_self_updates(mlir: str) -> str:
     destination buffer (``stream.cmd.copy %x[0], %x[4], 36``), which the runtime refuses at
     every call: "source and target ranges must not overlap within the same buffer" (iree-cpu;
     the tensor could not be read again). Behind the barrier the written value is a buffer of
-    its own, copied first.
+    its own, copied first. Source and destination are compared by the tensor they view, so two
+    separate ``view`` ops of one buffer count as one (the iree-vulkan rolling-cache shift).
+
+    A scatter whose destination is a view (``a[1:4].clone()[idx] = v``) gets that view
+    rebuilt for it alone (``_scatter_into_own_copy``).
     """
     if not any(op in mlir for op in (*_UPDATES, "torch.aten.scatter", "torch.aten.index_add", "torch.aten.index_copy")):
         return mlir
     from .donation import _builtin_type, _is_block_argument, _materialize
-
-    def root(value: Any) -> Any:
-        """The value ``value`` is a view chain of (itself if it is no view)."""
-        while not _is_block_argument(value) and _VIEWS.match(value.owner.operation.name):
-            value = value.owner.operation.operands[0]
-        return value
-
-    def reads_its_destination(src: Any, dst: Any) -> bool:
-        return root(src) == root(dst)
 
     def views(value: Any) -> list[Any]:
         """The view ops from the value ``value`` is a view of up to ``value`` (empty: no view)."""
@@ -338,6 +333,14 @@ def materialize_self_updates(mlir: str) -> str:
             chain.append(value.owner.operation)
             value = chain[-1].operands[0]
         return chain[::-1]
+
+    def root(value: Any) -> Any:
+        """The value ``value`` is a view chain of (itself if it is no view)."""
+        chain = views(value)
+        return chain[0].operands[0] if chain else value
+
+    def reads_its_destination(src: Any, dst: Any) -> bool:
+        return root(src) == root(dst)
 
     def separate(block: Any, op: Any) -> bool:
         op = op.operation
