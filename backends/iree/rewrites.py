@@ -187,7 +187,7 @@ def hide_zero_literals(mlir: str) -> str:
 _SORTS = {"torch.aten.sort": (1, 2), "torch.aten.sort.stable": (2, 3)}  # op -> (dim, descending) operands
 
 
-def separate_sorts(mlir: str) -> str:
+def separate_sorts(mlir: str, keep_rank: bool = False) -> str:
     """``mlir`` with the second and later sorts of one input type and dim each sorting copies of
     their own (``backends/iree/miscompiles.py``, the two sorts).
 
@@ -199,6 +199,11 @@ def separate_sorts(mlir: str) -> str:
     first: a shape no other sort of the class has, so nothing is shared. The cost is k extra
     copies sorted. The refusal still checks the result, so a sort this does not separate
     (a class shared with a natural shape) is refused as before.
+
+    ``keep_rank`` (SPIR-V): IREE 3.13 does not compile a stacked sort there ("vector.transfer_read
+    op with rank > 1"), so the copies are concatenated along another dim instead (a ``[2, 9]``
+    sort along dim 1 sorts ``[2 * (k + 1), 9]`` and keeps the first two rows); a 1-d sort,
+    which has no other dim, is left as it is.
     """
     if "torch.aten.sort" not in mlir:
         return mlir
@@ -218,10 +223,15 @@ def separate_sorts(mlir: str) -> str:
         if shape is None or not shape or getattr(dim_op, "name", "") != "torch.constant.int":
             return False
         dim = int(dim_op.attributes["value"].value) % len(shape)
+        if keep_rank and (len(shape) < 2 or "?" in shape):
+            return False
         k = seen.get((xtype, dim), 0)
         seen[(xtype, dim)] = k + 1
         if k == 0:
             return False
+        if keep_rank:
+            _concatenated_sort(op, dim, k)
+            return True
         int_t = ir.Type.parse("!torch.int")
 
         def const(v: int) -> Any:
@@ -251,6 +261,43 @@ def separate_sorts(mlir: str) -> str:
         return True
 
     return _rewrite_each_op(mlir, separate)
+
+
+def _concatenated_sort(op: Any, dim: int, k: int) -> None:
+    """Replace sort ``op`` (along ``dim``) by a sort of ``k + 1`` copies of its input
+    concatenated along another dim, and keep the first copy's part of each result."""
+    from torch_mlir import ir
+
+    x = op.operands[0]
+    xtype = str(x.type)
+    shape = _vtensor_dims(xtype)
+    other = 0 if dim != 0 else 1
+    dim_at, _ = _SORTS[op.name]
+    int_t = ir.Type.parse("!torch.int")
+
+    def const(v: int) -> Any:
+        return ir.Operation.create("torch.constant.int", results=[int_t],
+                                   attributes={"value": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)}).result
+
+    def widened(t: str) -> ir.Type:
+        dims = _vtensor_dims(t)
+        dims[other] = str(int(dims[other]) * (k + 1))
+        return ir.Type.parse(re.sub(r"<\[[^\]]*\]", "<[" + ",".join(dims) + "]", t, count=1))
+
+    with ir.InsertionPoint(op), op.location:
+        along, start, end, step = const(other), const(0), const(int(shape[other])), const(1)
+        listed = ir.Operation.create("torch.prim.ListConstruct",
+                                     results=[ir.Type.parse("!torch.list<vtensor>")], operands=[x] * (k + 1)).result
+        wide = ir.Operation.create("torch.aten.cat", results=[widened(xtype)], operands=[listed, along]).result
+        operands = list(op.operands)
+        operands[0] = wide
+        sort = ir.Operation.create(op.name, results=[widened(str(r.type)) for r in op.results], operands=operands)
+        firsts = [ir.Operation.create("torch.aten.slice.Tensor", results=[r.type],
+                                      operands=[s, along, start, end, step]).result
+                  for r, s in zip(op.results, sort.results)]
+    for r, first in zip(op.results, firsts):
+        r.replace_all_uses_with(first)
+    op.erase()
 
 
 def _vtensor_dims(type_text: str) -> list[str] | None:
