@@ -272,7 +272,6 @@ def _concatenated_sort(op: Any, dim: int, k: int) -> None:
     xtype = str(x.type)
     shape = _vtensor_dims(xtype)
     other = 0 if dim != 0 else 1
-    dim_at, _ = _SORTS[op.name]
     int_t = ir.Type.parse("!torch.int")
 
     def const(v: int) -> Any:
