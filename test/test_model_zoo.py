@@ -376,11 +376,10 @@ def test_one_graph_adamw_step_donating_its_moments_equals_the_functional_step_on
     def adamw(params: object) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=1e-3)
 
-    first_opt: list[torch.optim.Optimizer] = []
-    _train(case, model, batches[:1], "cpu", optimizer=lambda p: first_opt.append(adamw(p)) or first_opt[0])
+    first = adamw(model.parameters())
+    _train(case, model, batches[:1], "cpu", optimizer=lambda _: first)
     after_first = copy.deepcopy(model)
-    eager_losses = _train(case, copy.deepcopy(model), batches[1:], "cpu",
-                          optimizer=lambda p: _resumed(adamw(p), first_opt[0]))
+    eager_losses = _train(case, copy.deepcopy(model), batches[1:], "cpu", optimizer=lambda p: _resumed(adamw(p), first))
     runs = {}
     for donate in ("1", "0"):
         monkeypatch.setenv("LAZY_DONATE", donate)
@@ -388,7 +387,7 @@ def test_one_graph_adamw_step_donating_its_moments_equals_the_functional_step_on
         lazy_model = copy.deepcopy(after_first).to("lazy")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            losses = _train(case, lazy_model, batches[1:], "lazy", optimizer=lambda p: _resumed(adamw(p), first_opt[0]))
+            losses = _train(case, lazy_model, batches[1:], "lazy", optimizer=lambda p: _resumed(adamw(p), first))
         runs[donate] = ([p.detach().cpu() for p in lazy_model.parameters()], losses)
         c = metrics.counters()
         assert c.get("host_eval_cone", 0) > 0 and c.get("fallback::compile_error", 0) == 0, c
