@@ -37,8 +37,16 @@ def applies(node: Node) -> bool:
 
 
 def _operands(x: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The operands in the promoted dtype, then in float32 when that is half precision: the
+    kernel rounds each operand to the result dtype and computes in float32 (``_result``)."""
     dtype = elementwise_dtypes(x, t1, t2, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
-    return x.to(dtype), t1.to(dtype), t2.to(dtype)
+    compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    return x.to(dtype).to(compute), t1.to(dtype).to(compute), t2.to(dtype).to(compute)
+
+
+def _result(out: torch.Tensor, x: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor) -> torch.Tensor:
+    dtype = elementwise_dtypes(x, t1, t2, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+    return out.to(dtype)
 
 
 def _scaled(t1: torch.Tensor, value: Any) -> torch.Tensor:
@@ -53,10 +61,10 @@ def _scaled(t1: torch.Tensor, value: Any) -> torch.Tensor:
 
 
 def addcmul(x: torch.Tensor, tensor1: torch.Tensor, tensor2: torch.Tensor, *, value: Any = 1) -> torch.Tensor:
-    x, t1, t2 = _operands(x, tensor1, tensor2)
-    return x + _scaled(t1, value) * t2
+    a, t1, t2 = _operands(x, tensor1, tensor2)
+    return _result(a + _scaled(t1, value) * t2, x, tensor1, tensor2)
 
 
 def addcdiv(x: torch.Tensor, tensor1: torch.Tensor, tensor2: torch.Tensor, *, value: Any = 1) -> torch.Tensor:
-    x, t1, t2 = _operands(x, tensor1, tensor2)
-    return x + _scaled(t1, value) / t2
+    a, t1, t2 = _operands(x, tensor1, tensor2)
+    return _result(a + _scaled(t1, value) / t2, x, tensor1, tensor2)

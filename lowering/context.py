@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import operator
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -68,6 +69,29 @@ def _stack_trace(node: Node) -> str | None:
     return f'  File "{loc.filename}", line {loc.line}, in {loc.function}\n'
 
 
+def _round_number(x: float | int, dtype: torch.dtype) -> float | int:
+    """Python number ``x`` as PyTorch converts it to ``dtype`` (``x`` itself when exact)."""
+    r = float(torch.tensor(x, dtype=torch.float64).to(dtype))
+    return x if r == x else r
+
+
+def _numbers_rounded(node: Node, round_number: Callable[[Any], Any]) -> dict[tuple[type, Any], Any]:
+    """``round_number`` of every Python number among ``node``'s arguments, keyed by (type,
+    value) (``1``, ``1.0`` and ``True`` are equal keys otherwise), computed before a
+    decomposition is traced: a torch call inside the trace would become a graph constant."""
+    out: dict[tuple[type, Any], Any] = {}
+
+    def visit(x: Any) -> None:
+        if isinstance(x, int | float) and not isinstance(x, bool):
+            out[type(x), x] = round_number(x)
+        elif isinstance(x, list | tuple):
+            for v in x:
+                visit(v)
+
+    visit((node.args, tuple(node.kwargs.values())))
+    return out
+
+
 class LoweringContext:
     """Builds one Computation from one LazyGraph."""
 
@@ -114,6 +138,7 @@ class LoweringContext:
         # versions of the items (bf16 emulation, see _round_bf16_operands).
         self._selects: dict[Any, Any] = {}
         self._bf16_items: dict[Any, Any] = {}
+        self._rounded_items: dict[tuple[Any, torch.dtype], Any] = {}
         self._cast_items: dict[tuple[Any, torch.dtype], Any] = {}
 
     def _value(self, out: Output) -> Any:
@@ -207,8 +232,7 @@ class LoweringContext:
                 continue
             values = self._empty_results(node, trace)
             if values is None and node.op in DECOMPOSED_OPS and node.op not in self.skipped:  # no lowering past the torch dialect: inline its decomposition
-                constant = bf16.swap_dtype if self.emulate_bf16 else (lambda x: x)
-                values = inline_decomposition(g, node, self._operand_tensor, trace, meta=self._meta, constant=constant)
+                values = self._inline(node, trace)
             if values is None:
                 values = self._call(node, trace)
             if self.emulate_bf16:
@@ -279,10 +303,33 @@ class LoweringContext:
                 for v, m in zip(values, node.metas)]
 
     def _widened(self, node: Node, low: frozenset[torch.dtype], args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        """``args``/``kwargs`` with each operand (and a ``dtype``) in ``low`` made float32."""
+        """``args``/``kwargs`` with each operand (and a ``dtype``) in ``low`` made float32.
+
+        An elementwise op (``half_accumulation.is_elementwise``) first rounds an operand of
+        another dtype to its result dtype, as TensorIterator converts it
+        (``addcmul(x16, y16, torch.tensor(0.3))`` multiplies by float16(0.3)), except the 0-d
+        one ``mul``/``div`` read in float32, and a Python number where the kernel reads it
+        in the result dtype (``ROUNDS_NUMBERS``)."""
+        result = node.metas[0].dtype if node.metas and node.metas[0] is not None else None
+        elementwise = result in low and half_accumulation.is_elementwise(node)
+        numbers = elementwise and node.op in half_accumulation.ROUNDS_NUMBERS
+        opmath_zero_dim = node.op in half_accumulation.SCALAR_OPMATH_OPS
+
         def conv(lazy_arg: Any, x: Any) -> Any:
-            if half_accumulation.is_tensor_operand(lazy_arg) and lazy_arg.meta.dtype in low:
-                return self._cast(x, lazy_arg.meta, torch.float32)
+            if half_accumulation.is_tensor_operand(lazy_arg):
+                meta = lazy_arg.meta
+                if meta.dtype in low:
+                    return self._cast(x, meta, torch.float32)
+                if not elementwise or meta.dtype in (result, torch.bool) or meta.dtype.is_complex:
+                    return x
+                if not (opmath_zero_dim and not meta.shape):
+                    x = self._cast(x, meta, result)
+                    meta = meta._replace(dtype=result)
+                return self._cast(x, meta, torch.float32) if meta.dtype != torch.float32 else x
+            if numbers and isinstance(x, int | float) and not isinstance(x, bool):
+                return _round_number(x, result)
+            if numbers and x in self._selects:  # a runtime number, rounded while still a tensor
+                return self._rounded_item(x, result)
             if isinstance(x, torch.dtype) and x in low:  # ``_softmax_backward_data``'s input_dtype
                 return torch.float32
             return x
@@ -343,7 +390,8 @@ class LoweringContext:
         bf16 first rounded (``bf16.ROUNDS_OPERANDS``): tensors of another dtype,
         and for some ops Python scalars and scalar parameters."""
         scalars = node.op in bf16.ROUNDS_OPERANDS
-        if not scalars and node.op not in bf16.ROUNDS_TENSOR_OPERANDS:
+        zero_dim = scalars or node.op in bf16.ROUNDS_ALL_TENSOR_OPERANDS
+        if not zero_dim and node.op not in bf16.ROUNDS_TENSOR_OPERANDS:
             return args, kwargs
         emit = self._emitter(trace)
 
@@ -352,7 +400,7 @@ class LoweringContext:
                 meta = lazy_arg.meta
                 if meta.dtype in (torch.bfloat16, torch.bool) or meta.dtype.is_complex:
                     return x
-                if not scalars and not meta.shape:
+                if not zero_dim and not meta.shape:
                     return x  # mul/div read a 0-d tensor unrounded
                 f32 = meta._replace(dtype=torch.float32)
                 if meta.dtype != torch.float32:
@@ -366,6 +414,99 @@ class LoweringContext:
 
         args = tuple(conv(a, x) for a, x in zip(node.args, args)) + args[len(node.args):]
         return args, {k: conv(node.kwargs.get(k), v) for k, v in kwargs.items()}
+
+    def _inline(self, node: Node, trace: str | None) -> list[Any] | None:
+        """``node``'s decomposition inlined (None where it does not apply). An elementwise op
+        with a float16 result runs it on float32 copies, rounded once, as ``_call`` runs an
+        op it emits (``half_accumulation``): ``atan2`` and ``lgamma`` decompose into several
+        steps that float16 rounded one by one."""
+        low = half_accumulation.low_precision(node, bool(self.emulate_bf16))
+        if not low or not half_accumulation.is_elementwise(node):
+            value, meta, constant = self._decomposition_operands(node, trace)
+            return inline_decomposition(self._fx, node, value, trace, meta=meta, constant=constant)
+        result = node.metas[0].dtype
+        numbers = node.op in half_accumulation.ROUNDS_NUMBERS
+        opmath_zero_dim = node.op in half_accumulation.SCALAR_OPMATH_OPS
+        widened: dict[tuple[int, int], tuple[Any, TensorMeta]] = {}
+
+        def operand(o: Output) -> tuple[Any, TensorMeta]:
+            key = (id(o.node), o.index)
+            if key not in widened:
+                x, m = self._operand_tensor(o), self._meta(o)
+                keep = m.dtype == torch.bool or m.dtype.is_complex or (isinstance(o.node, ScalarParam) and not numbers)
+                if m.dtype in low or not keep:
+                    if m.dtype not in low and not (opmath_zero_dim and not m.shape):
+                        x, m = self._cast(x, m, result), m._replace(dtype=result)  # TensorIterator's
+                    x, m = self._cast(x, m, torch.float32), m._replace(dtype=torch.float32)
+                widened[key] = (x, m)
+            return widened[key]
+
+        rounded = _numbers_rounded(node, lambda x: _round_number(x, result)) if numbers else {}
+
+        def constant(x: Any) -> Any:  # called while make_fx traces: no torch calls here
+            if isinstance(x, int | float) and not isinstance(x, bool):
+                return rounded.get((type(x), x), x)
+            return torch.float32 if isinstance(x, torch.dtype) and x in low else x
+
+        values = inline_decomposition(self._fx, node, lambda o: operand(o)[0], trace,
+                                      meta=lambda o: operand(o)[1], constant=constant)
+        if values is None:
+            return None
+        return [self._cast(v, m._replace(dtype=torch.float32), m.dtype) if v is not None and m is not None
+                and m.dtype in low else v for v, m in zip(values, node.metas)]
+
+    def _decomposition_operands(self, node: Node, trace: str | None) -> tuple[Callable[[Output], Any],
+                                                                            Callable[[Output], TensorMeta],
+                                                                            Callable[[Any], Any]]:
+        """(value, meta, constant) for inlining ``node``'s decomposition: its operands as the
+        computation has them. Under bf16 emulation, an op whose kernel rounds its operands to
+        bf16 (``bf16.ROUNDS_OPERANDS``) gets them rounded here too, as ``_call_op`` does for an
+        op it emits: ``fmod(x_bf16, 0.3)`` divides by 0.30078125, and the decomposition, traced
+        on f32 stand-ins, would otherwise divide by 0.3 (15% off at x = 2.14)."""
+        if not self.emulate_bf16:
+            return self._operand_tensor, self._meta, lambda x: x
+        if not (node.op in bf16.ROUNDS_OPERANDS and node.metas and node.metas[0] is not None
+                and node.metas[0].dtype == torch.bfloat16):
+            return self._operand_tensor, self._meta, bf16.swap_dtype
+        rounded: dict[tuple[int, int], tuple[Any, TensorMeta]] = {}
+
+        def needs_rounding(o: Output) -> bool:
+            return not (o.meta.dtype in (torch.bfloat16, torch.bool) or o.meta.dtype.is_complex)
+
+        def operand(o: Output) -> tuple[Any, TensorMeta]:
+            key = (id(o.node), o.index)
+            if key not in rounded:
+                emit = self._emitter(trace)
+                f32 = o.meta._replace(dtype=torch.float32)
+                x = self._operand_tensor(o)
+                if o.meta.dtype != torch.float32:
+                    x = emit(torch.ops.aten._to_copy.default, (x,), {"dtype": torch.float32}, f32)
+                rounded[key] = (bf16.round_value(emit, x, f32, self.emulate_bf16), f32)
+            return rounded[key]
+
+        rounded = _numbers_rounded(node, bf16.round_literal)
+
+        def constant(x: Any) -> Any:  # called while make_fx traces: no torch calls here
+            if isinstance(x, int | float) and not isinstance(x, bool):
+                return rounded.get((type(x), x), x)
+            return bf16.swap_dtype(x)
+
+        return (lambda o: operand(o)[0] if needs_rounding(o) else self._operand_tensor(o),
+                lambda o: operand(o)[1] if needs_rounding(o) else self._meta(o), constant)
+
+    def _rounded_item(self, item: Any, dtype: torch.dtype) -> Any:
+        """Scalar parameter ``item`` rounded to ``dtype`` (a cast round trip), read back as a
+        Python float (one per parameter and dtype)."""
+        key = (item, dtype)
+        rounded = self._rounded_items.get(key)
+        if rounded is None:
+            select = self._selects[item]
+            meta = TensorMeta((), select.meta["val"].dtype, ())
+            x = self._cast(self._cast(select, meta, dtype), meta._replace(dtype=dtype), torch.float32)
+            rounded = self._fx.call_function(torch.ops.aten.item.default, (x,))
+            rounded.meta["val"] = float(torch.tensor(item.meta["val"], dtype=torch.float64).to(dtype))
+            self._rounded_items[key] = rounded
+        return rounded
 
     def _bf16_item(self, item: Any, trace: str | None) -> Any:
         """Scalar parameter ``item`` rounded to bf16 while still a tensor, read back as a

@@ -69,6 +69,58 @@ ACCUMULATING_OPS = frozenset({
 #: ``(x_f16 + 70000) - 70000`` is NaN in eager, ``x_f16 == 0.1`` compares with 0.1 in float16.
 SCALAR_OPMATH_OPS = frozenset({aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar})
 
+#: Elementwise ops (PyTorch's ``pointwise`` tag, and these untagged ones) compute a
+#: half-precision result in float32 and round it once in eager's CPU kernels, where
+#: torch-mlir's lowering takes several float16 steps, each rounded, or a float16 polynomial
+#: (reference, float16, 64 elements: ``sigmoid`` 24 one ulp off eager, ``rsqrt`` 18,
+#: ``addcmul(value=0.3)`` 25, ``torch.round(x, decimals=1)`` of -2.05 gave -2.0 for eager's
+#: -2.1). So they run on float32 copies, rounded once, as reductions do.
+_UNTAGGED_ELEMENTWISE = frozenset({aten.hardswish.default, aten.hardsigmoid.default, aten.glu.default,
+                                   aten.mish.default, aten.silu.default})
+#: Elementwise ops a float32 computation would get wrong (the next float16, not float32;
+#: ``xlogy``, whose CPU kernel rounds ``log(y)`` to the half dtype before the product) or
+#: that select or copy values (exact either way: widening them adds only casts).
+_NOT_WIDENED = frozenset({aten.nextafter.default, aten.xlogy.Tensor, aten.xlogy.Scalar_Other,
+                          aten.xlogy.Scalar_Self, aten.where.self, aten.where.ScalarOther,
+                          aten.where.ScalarSelf, aten.neg.default, aten.abs.default, aten.relu.default,
+                          aten.clone.default, aten.masked_fill.Scalar, aten.masked_fill.Tensor})
+#: ``x + alpha * y``: eager rounds ``alpha`` and a Python ``y`` to the result dtype, then
+#: computes in float32 once (measured on 4096 elements: every other combination differs).
+ALPHA_OPS = frozenset({aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar,
+                       aten.rsub.Tensor, aten.rsub.Scalar})
+#: Widened elementwise ops whose kernel reads a Python number in the result dtype, not in
+#: float32 (``x16 + 0.3`` adds float16(0.3); ``x16 * 0.3`` multiplies by 0.3f:
+#: ``SCALAR_OPMATH_OPS``). The other kernels read their numbers (slopes, ``beta``, ``value``)
+#: in float32, as a widened op does.
+ROUNDS_NUMBERS = ALPHA_OPS | frozenset({
+    aten.pow.Tensor_Scalar, aten.pow.Scalar, aten.maximum.default, aten.minimum.default,
+    aten.fmod.Scalar, aten.fmod.Tensor, aten.remainder.Scalar, aten.remainder.Tensor,
+    aten.remainder.Scalar_Tensor,
+})
+
+
+def is_elementwise(node: Node) -> bool:
+    """An elementwise op with a half-precision result that runs in float32 (``_UNTAGGED_ELEMENTWISE``).
+
+    ``x + y``, ``x * y`` of operands of its dtype are one correctly rounded step either way,
+    and stay as they are: only an ``alpha`` other than 1 makes ``add``/``sub`` two steps, and
+    only a number or a 0-d tensor of another dtype makes ``mul``/``div`` differ (``SCALAR_OPMATH_OPS``).
+    """
+    meta = node.metas[0] if node.metas else None
+    if (meta is None or meta.dtype not in HALF_DTYPES or node.op in _NOT_WIDENED
+            or not (torch.Tag.pointwise in node.op.tags or node.op in _UNTAGGED_ELEMENTWISE)):
+        return False
+    if node.op in ALPHA_OPS:
+        alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
+        return isinstance(alpha, Output) or alpha != 1
+    if node.op in SCALAR_OPMATH_OPS:
+        return any(isinstance(a, int | float) and not isinstance(a, bool)
+                   or isinstance(a, Output) and (isinstance(a.node, ScalarParam)
+                                                 or not a.meta.shape and a.meta.dtype != meta.dtype)
+                   for a in node.args[1:])
+    return True
+
+
 #: ``_softmax(x, dim, half_to_float=True)`` already computes in float32 (and refuses a float32 input).
 _HALF_TO_FLOAT = frozenset({aten._softmax.default, aten._log_softmax.default})
 
@@ -79,10 +131,8 @@ def low_precision(node: Node, emulated_bf16: bool) -> frozenset[torch.dtype]:
 
     Under bf16 emulation bf16 values are float32 already: only float16 counts.
     """
-    if node.op in SCALAR_OPMATH_OPS:
-        if not any(isinstance(a, Output) and isinstance(a.node, ScalarParam) or isinstance(a, int | float)
-                   and not isinstance(a, bool) for a in node.args[1:]):
-            return frozenset()
+    if is_elementwise(node):
+        pass
     elif node.op not in ACCUMULATING_OPS or (node.op in _HALF_TO_FLOAT and len(node.args) > 2
                                              and node.args[2] is True):
         return frozenset()
