@@ -50,13 +50,28 @@ def _divisor(n: int, k: int, s: int, p: int, out: int, include_pad: bool, device
     return torch.clamp(end, max=n) - torch.clamp(start, min=0)
 
 
+def _tiled(sizes: list[int], k: list[int], s: list[int], p: list[int]) -> bool:
+    """Windows that tile the input: no padding, stride = window, each size a multiple of it.
+    Each window is then a block of a reshape, summed by one reduction."""
+    return all(si == ki and pi == 0 and n % ki == 0 for n, ki, si, pi in zip(sizes, k, s, p, strict=True))
+
+
 def summable_window(node: Any) -> bool:
     """Whether an ``avg_pool2d``/``avg_pool3d`` node's window is summed here: at most
     ``MAX_WINDOW`` elements, or extents adding up to at most ``MAX_SLICES`` (one strided slice
-    each; a 10000-wide window would be 10000 of them)."""
+    each; a 10000-wide window would be 10000 of them), or windows that tile the input
+    (``F.avg_pool1d(x, 10000)`` over 20000: torch-mlir's pooling failed to compile on iree-cpu
+    for an AVX2 host, "operations with large vector sizes (16384 bytes)")."""
     dims = 3 if "3d" in str(node.op) else 2
     k = per_dim(node.args[1], dims)
-    return math.prod(k) <= MAX_WINDOW or sum(k) <= MAX_SLICES
+    if math.prod(k) <= MAX_WINDOW or sum(k) <= MAX_SLICES:
+        return True
+    def arg(i: int, name: str) -> Any:
+        return node.args[i] if len(node.args) > i else node.kwargs.get(name)
+
+    s = per_dim(arg(2, "stride"), dims) if arg(2, "stride") else k
+    p = per_dim(arg(3, "padding") or 0, dims)
+    return _tiled(list(node.args[0].meta.shape[-dims:]), k, s, p)
 
 
 def _window_sums(padded: torch.Tensor, k: list[int], s: list[int], out: list[int]) -> torch.Tensor:
@@ -100,7 +115,11 @@ def avg_pool(op: Any) -> Any:
             reach = (out[i] - 1) * s[i] + k[i]
             pads += [p[i], max(p[i], reach - sizes[i] - p[i])]
         padded = torch.nn.functional.pad(work, pads) if any(pads) else work
-        total = _window_sums(padded, k, s, out)
+        if _tiled(sizes, k, s, p):  # one block of a reshape per window, one reduction
+            blocks = list(padded.shape[:-dims]) + [v for i in range(dims) for v in (out[i], k[i])]
+            total = padded.reshape(blocks).sum([padded.dim() - dims + 2 * i + 1 for i in range(dims)])
+        else:
+            total = _window_sums(padded, k, s, out)
         # Eager's sum starts from 0.0, so a window of -0.0s sums to +0.0. A select, not ``0.0 + x``:
         # lavapipe's shader compiler drops an added constant zero (backends/iree/miscompiles.py).
         total = torch.where(total == 0, torch.zeros_like(total), total)

@@ -1071,8 +1071,14 @@ def test_average_pooling_over_a_large_window_compiles_and_matches_eager(compilin
              (torch.nn.functional.avg_pool2d, torch.randn(1, 2, 8, 19, generator=g), ((8, 10),),
               dict(stride=1, ceil_mode=True, count_include_pad=False)),
              (torch.ops.aten.avg_pool2d, torch.randint(-50, 50, (1, 2, 12, 12), generator=g), ([9, 9], [2, 2]), {}),
-             (torch.nn.functional.avg_pool3d, torch.randn(1, 1, 6, 6, 6, generator=g).double(), (5,), dict(padding=2))]
-    while len(cases) < 16:
+             (torch.nn.functional.avg_pool3d, torch.randn(1, 1, 6, 6, 6, generator=g).double(), (5,), dict(padding=2)),
+             # Windows that tile the input, one reduction each: ``avg_pool1d(x, 10000)`` failed to
+             # compile on iree-cpu for an AVX2 host ("operations with large vector sizes").
+             (torch.nn.functional.avg_pool1d, torch.randn(2, 3, 20000, generator=g), (10000,), {}),
+             (torch.nn.functional.avg_pool1d, torch.randn(1, 4, 400, generator=g).half(), (200,), dict(ceil_mode=True)),
+             (torch.ops.aten.avg_pool2d, torch.randint(-50, 50, (1, 2, 90, 90), generator=g), ([9, 90], [9, 90]), {}),
+             (torch.nn.functional.avg_pool3d, torch.randn(1, 1, 10, 20, 30, generator=g), ((5, 20, 10),), {})]
+    while len(cases) < 20:
         k = [rng.randint(8, 12) for _ in range(2)]
         p = [rng.randint(0, kk // 2) for kk in k]
         n = [rng.randint(k[i], k[i] + 10) for i in range(2)]
