@@ -1266,6 +1266,7 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
     if p.is_out_variant:
         targets = [wkwargs[m] for m in p.mutated]
         fargs, fkwargs = args, {k: v for k, v in kwargs.items() if k not in p.mutated}
+        fargs, fkwargs = _reduce_in_out_dtype(func, fargs, fkwargs, targets)
     else:
         targets = [wargs[p.arg_index[m]] if p.arg_index[m] < len(wargs) else wkwargs[m] for m in p.mutated]
         fargs, fkwargs = args, kwargs
@@ -1304,6 +1305,34 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
             continue
         target._lz_assign(Output(node, slot.i), func)
     return _mutation_result(func, p, args, kwargs, targets)
+
+
+#: ``out=`` reductions that take their dtype from ``out`` when none is given: eager casts the
+#: input to it first, so ``sum(x_float, 0, out=int64)`` adds truncated values (3, not 4 for
+#: ``[1.5, 2.5, 0.7]``). Their functional variant then gets ``dtype=out.dtype``.
+_REDUCES_IN_OUT_DTYPE = frozenset({
+    aten.sum.IntList_out, aten.sum.out, aten.nansum.out, aten.prod.int_out, aten.prod.out,
+    aten.cumsum.out, aten.cumprod.out, aten.mean.out, aten.mean.dtype_out,
+})
+
+
+def _reduce_in_out_dtype(func: Any, args: tuple, kwargs: dict, targets: list[Any]) -> tuple[tuple, dict]:
+    """``args``/``kwargs`` of an ``out=`` reduction's functional variant with ``dtype`` set to
+    ``out``'s where eager takes it from there (``_REDUCES_IN_OUT_DTYPE``)."""
+    if func not in _REDUCES_IN_OUT_DTYPE or len(targets) != 1 or not isinstance(targets[0], torch.Tensor):
+        return args, kwargs
+    dtype = targets[0].dtype
+    if func in (aten.mean.out, aten.mean.dtype_out) and not (dtype.is_floating_point or dtype.is_complex):
+        return args, kwargs  # eager's own cast error, raised by the cast check
+    names = [a.name for a in func._schema.arguments]
+    i = names.index("dtype") if "dtype" in names else -1
+    if 0 <= i < len(args):
+        if args[i] is not None:
+            return args, kwargs
+        return (*args[:i], dtype, *args[i + 1:]), kwargs
+    if kwargs.get("dtype") is not None:
+        return args, kwargs
+    return args, {**kwargs, "dtype": dtype}
 
 
 def _resize_out(func: Any, target: LazyTensor, value: Output) -> None:

@@ -329,6 +329,9 @@ DECOMPOSED_OPS = (
     aten.floor_divide.Scalar,
     aten.div.Tensor_mode,
     aten.div.Scalar_mode,
+    # Integer ``neg``: torch-mlir negates through float (int32 -2147483647 became
+    # -2147483648); ``0 - x`` instead (_ONLY_WHEN: an integer result).
+    aten.neg.default,
     # No torch-mlir lowering: HF's ``generate()`` checks every new token with
     # ``isin(next_tokens, eos_token_id)``, so each token cut the graph and ran
     # isin on the CPU. Decomposed to a broadcast comparison (_ONLY_WHEN: while
@@ -1735,15 +1738,50 @@ def _floor_divide_float(x: torch.Tensor, y: Any) -> torch.Tensor:
     return torch.where(y == 0.0, quotient, result)
 
 
+def _floor_divide_integer(x: torch.Tensor, y: Any) -> torch.Tensor:
+    """Integer ``x // y`` as eager computes it: C's truncating quotient, one less where the
+    remainder is nonzero and of the other sign than ``y``. torch-mlir's lowering divides in
+    float64: int64 ``(2**62 + 7) // 3`` was 87 off, ``-(2**53) - 3`` one off (adversarial
+    sweep). The divisor is never 0 here (``lazy_core.checks`` made it safe)."""
+    from torch.fx.experimental.proxy_tensor import decompose
+
+    dtype = _result_dtype(x, y)
+    x = x.to(dtype)
+    y = y.to(dtype) if isinstance(y, torch.Tensor) else torch.scalar_tensor(y, dtype=dtype)
+    with decompose({}):
+        q = aten.div.Tensor_mode(x, y, rounding_mode="trunc")
+    r = x - q * y
+    return torch.where((r != 0) & ((r < 0) != (y < 0)), q - 1, q)
+
+
+def _floor_divide(x: torch.Tensor, y: Any) -> torch.Tensor:
+    """``x // y`` for a floating or an integer result (_ONLY_WHEN)."""
+    if _result_dtype(x, y).is_floating_point:
+        return _floor_divide_float(x, y)
+    return _floor_divide_integer(x, y)
+
+
 def _div_mode(x: torch.Tensor, y: Any, *, rounding_mode: str | None = None) -> torch.Tensor:
     """``div(..., rounding_mode="floor")`` (the only form _ONLY_WHEN lets through)."""
-    return _floor_divide_float(x, y)
+    return _floor_divide(x, y)
 
 
 def _floor_division(node: Node) -> bool:
     mode = node.kwargs.get("rounding_mode", "floor") if node.op in (aten.div.Tensor_mode, aten.div.Scalar_mode) \
         else "floor"
-    return mode == "floor" and _floor_division_operands(node)
+    return mode == "floor" and (_floor_division_operands(node) or _integer_result(node))
+
+
+def _integer_result(node: Node) -> bool:
+    meta = node.metas[0] if node.metas else None
+    return meta is not None and not meta.dtype.is_floating_point and not meta.dtype.is_complex \
+        and meta.dtype != torch.bool
+
+
+def _neg_integer(x: torch.Tensor) -> torch.Tensor:
+    """Integer ``-x`` as ``0 - x`` (wrapping, as eager's): torch-mlir negates an integer
+    through float, so int32 ``-2147483647`` was -2147483648 and ``-16777217`` -16777216."""
+    return torch.zeros_like(x) - x
 
 
 _HALF_FLOATS = (torch.float16, torch.bfloat16)
@@ -1852,7 +1890,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.xlogy.Scalar_Other] = _xlogy_scalar_other
     table[aten.xlogy.Scalar_Self] = _xlogy_scalar_self
     table[aten.fmod.Tensor] = table[aten.fmod.Scalar] = _fmod
-    table[aten.floor_divide.default] = table[aten.floor_divide.Scalar] = _floor_divide_float
+    table[aten.floor_divide.default] = table[aten.floor_divide.Scalar] = _floor_divide
+    table[aten.neg.default] = _neg_integer
     table[aten.div.Tensor_mode] = table[aten.div.Scalar_mode] = _div_mode
     table[aten.reciprocal.default] = _reciprocal
     table[aten.div.Scalar] = table[aten.div.Tensor] = _div_by_zero
@@ -2020,6 +2059,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.fmod.Tensor: _floor_division_operands,
     aten.fmod.Scalar: _integer_or_floating_result,
     aten.floor_divide.default: _floor_division,
+    aten.neg.default: _integer_result,
     aten.floor_divide.Scalar: _floor_division,
     **dict.fromkeys(_SCALAR_SHIFTS, _shift_amount_needs_checks),
     aten.div.Tensor_mode: _floor_division,

@@ -2306,3 +2306,57 @@ def test_addcmul_and_addcdiv_of_a_product_smaller_than_self_compile(name: str) -
         want = form(p, a, b, row, col)
         assert got.dtype == want.dtype, what
         torch.testing.assert_close(got, want, msg=what)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_integer_negation_and_floor_division_are_exact(name: str) -> None:
+    """Found by the adversarial sweep: torch-mlir negates integers and floor-divides them in
+    float, so int32 ``-2147483647`` was -2147483648, ``-16777217`` -16777216, and int64
+    ``(2**62 + 7) // 3`` 87 off (reference, iree-cpu, iree-vulkan). Now ``0 - x`` and the
+    truncating quotient corrected by the remainder's sign (lowering/decompositions.py). One graph."""
+    use_backend(name)
+    i32 = torch.tensor([2147483647, 2147483646, 16777217, -5, -2147483648, 0], dtype=torch.int32)
+    i64 = torch.tensor([2**53 + 1, 2**62 + 7, -(2**53) - 3, -7, 7, 0, -(2**63)])
+    d64 = torch.tensor([3, 3, 3, 3, -3, 3, 5])
+    i16 = i32.to(torch.int16)
+    cases = [
+        lambda a, b, c, d: -a, lambda a, b, c, d: torch.neg(b), lambda a, b, c, d: -d,
+        lambda a, b, c, d: b // 3, lambda a, b, c, d: b // c, lambda a, b, c, d: torch.div(b, -3, rounding_mode="floor"),
+        lambda a, b, c, d: torch.div(b, c, rounding_mode="floor"), lambda a, b, c, d: a // 7,
+        lambda a, b, c, d: torch.floor_divide(d, -2), lambda a, b, c, d: b.abs().to(torch.uint8) // 3,
+    ]
+    got = [case(lazy(i32), lazy(i64), lazy(d64), lazy(i16)) for case in cases]
+    lazy_core.mark_step()
+    for case, g in zip(cases, got, strict=True):
+        want = case(i32, i64, d64, i16)
+        assert g.dtype == want.dtype and torch.equal(g.cpu(), want), (g.cpu(), want)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_a_reduction_into_an_out_of_another_dtype_reduces_in_that_dtype(name: str) -> None:
+    """Found by the adversarial sweep: ``torch.sum(x_float, 0, out=int64)`` gave 4 for
+    ``[1.5, 2.5, 0.7]`` where eager gives 3: eager's ``sum``/``prod``/``cumsum``/``cumprod``/``mean``
+    take their dtype from ``out`` and cast the input first; the tracer reduced in float and cast
+    the result (lazy_core/tensor.py, ``_reduce_in_out_dtype``)."""
+    use_backend(name)
+    x = torch.tensor([1.5, 2.5, 0.7, 3e4, 1.0000001])
+    forms = [
+        (lambda x, o: torch.sum(x, 0, out=o), (), torch.int64),
+        (lambda x, o: torch.sum(x, (0,), out=o), (), torch.int32),
+        (lambda x, o: torch.sum(x, 0, out=o), (), torch.float64),
+        (lambda x, o: torch.prod(x[:3], 0, out=o), (), torch.int64),
+        (lambda x, o: torch.cumsum(x, 0, out=o), (5,), torch.int32),
+        (lambda x, o: torch.cumsum(x, 0, out=o), (5,), torch.float16),
+        (lambda x, o: torch.cumprod(x[:3], 0, out=o), (3,), torch.int64),
+        (lambda x, o: torch.mean(x, 0, out=o), (), torch.float64),
+    ]
+    outs = []
+    for form, shape, dtype in forms:
+        out = lazy(torch.zeros(shape, dtype=dtype))
+        form(lazy(x), out)
+        outs.append(out)
+    lazy_core.mark_step()
+    for (form, shape, dtype), got in zip(forms, outs, strict=True):
+        want = torch.zeros(shape, dtype=dtype)
+        form(x, want)
+        assert got.dtype == dtype and torch.equal(got.cpu(), want), (got.cpu(), want)
