@@ -116,6 +116,18 @@ def _linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return out if want is None or out.dtype == want else out.to(want)
 
 
+def _local_scalar_dense(t: torch.Tensor) -> Any:
+    """``item()`` reached below Python dispatch: ``torch.tensor([a[0], a[1]])`` of 0-d lazy
+    tensors reads each in C++ with the Python key excluded, and raised "Could not run
+    'aten::_local_scalar_dense' with arguments from the 'Lazy' backend" (a CUDA tensor works).
+    The value is read as ``.item()`` reads it (found by the adversarial sweep)."""
+    from .tensor import LazyTensor, materialize
+
+    if not isinstance(t, LazyTensor):
+        raise NotImplementedError("aten::_local_scalar_dense on the Lazy key of a non-lazy tensor")
+    return materialize(t, "item").item()
+
+
 def register() -> None:
     """Install the Lazy-key kernels (idempotent)."""
     global _lib
@@ -127,6 +139,7 @@ def register() -> None:
     lib.impl("empty.memory_format", traced(_empty), "Lazy")
     lib.impl("empty_strided", traced(_empty_strided), "Lazy")
     lib.impl("_copy_from", traced(_copy_from), "Lazy")
+    lib.impl("_local_scalar_dense", _local_scalar_dense, "Lazy")
     lib.impl("one_hot", _one_hot, "AutogradLazy")
     lib.impl("linear", _linear, "AutogradLazy")
     for name in _HOST_FACTORIES:

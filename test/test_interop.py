@@ -124,3 +124,55 @@ def test_torch_save_of_lazy_tensors_loads_on_cpu(eager_backend: lazy_core.Backen
     loaded = torch.load(tmp_path / "b.pt")
     assert loaded["x"].device.type == "cpu"
     torch.testing.assert_close(loaded["x"], x.cpu())
+
+
+def test_a_zero_dim_tensor_formats_as_its_number(eager_backend: lazy_core.BackendImpl) -> None:
+    """``f"{loss:.4f}"`` raised "unsupported format string passed to LazyTensor.__format__"
+    (found by the adversarial sweep): PyTorch formats a 0-d tensor as its number only when its
+    type is exactly ``Tensor``. Other tensors keep eager's behavior."""
+    for value in (torch.tensor(2.5) * 2, torch.tensor(7), torch.tensor(True)):
+        lazy = value.to("lazy")
+        for spec in (".3f", ">8", "", "e") if value.is_floating_point() else ("", ">4", "d" if value.dtype != torch.bool else ""):
+            assert format(lazy, spec) == format(value, spec)
+    assert f"{torch.ones(2).to('lazy')}" == str(torch.ones(2).to("lazy"))
+    with pytest.raises(TypeError):
+        format(torch.ones(2).to("lazy"), ".2f")
+
+
+def test_a_tensor_built_from_zero_dim_lazy_tensors_reads_their_values(eager_backend: lazy_core.BackendImpl) -> None:
+    """``torch.tensor([a[0], a[1]])`` of lazy elements raised "Could not run
+    'aten::_local_scalar_dense' with arguments from the 'Lazy' backend" (found by the
+    adversarial sweep): the constructor reads each element in C++ below Python dispatch.
+    ``factories._local_scalar_dense`` is that read on the Lazy key."""
+    for values in (torch.tensor([1.5, 2.5]) * 2, torch.tensor([3, -4]), torch.tensor([True, False])):
+        a = values.to("lazy")
+        assert torch.equal(torch.tensor([a[0], a[1]]), torch.tensor([values[0], values[1]]))
+        got = torch.tensor([a[1]], device="lazy")
+        assert got.device.type == "lazy" and torch.equal(got.cpu(), torch.tensor([values[1]]))
+
+
+def test_views_of_a_normal_tensor_in_inference_mode(eager_backend: lazy_core.BackendImpl) -> None:
+    """``x[0]``, ``x.view(8)`` or ``x.t()`` of a tensor made outside ``torch.inference_mode()``
+    raised "Cannot set version_counter for inference tensor" inside it, and so did
+    ``nn.MultiheadAttention`` in eval (found by the adversarial sweep). As eagerly, such a view
+    is a normal tensor, and a new result is an inference tensor."""
+    x0 = torch.randn(2, 4, generator=torch.Generator().manual_seed(0))
+    mha = torch.nn.MultiheadAttention(4, 2, batch_first=True).eval()
+    q = torch.randn(1, 3, 4, generator=torch.Generator().manual_seed(1))
+    want_attn = mha(q, q, q)[0]
+    lazy_mha = mha.to("lazy")
+    for d in ("cpu", "lazy"):
+        x = x0.to(d)
+        with torch.inference_mode():
+            views = [x.view(8), x[0], x.t(), x[:, 1:]]
+            new = x * 2
+            if d == "lazy":
+                got_attn = lazy_mha(q.to(d), q.to(d), q.to(d))[0]
+        if d == "cpu":
+            want = ([v.is_inference() for v in views], new.is_inference(), [v.clone() for v in views])
+        else:
+            got = ([v.is_inference() for v in views], new.is_inference(), [v.cpu() for v in views])
+    assert got[:2] == want[:2]
+    for g, w in zip(got[2], want[2], strict=True):
+        assert torch.equal(g, w)
+    torch.testing.assert_close(got_attn.cpu(), want_attn)

@@ -850,6 +850,37 @@ def test_a_scatter_into_a_slice_of_an_input_compiles(backend):
         assert torch.equal(got.cpu(), want)
 
 
+def test_a_scatter_into_a_reshaped_copy_of_an_input_leaves_the_input_alone(backend):
+    """Fuzz seed 7501 (p188, p712) and then by hand: ``v1 = v0.clone(); v1.as_strided((2, 3),
+    (6, 1)).add_(1); w = v0 * 3`` gave ``w`` v1's values on iree-cpu and iree-vulkan. The
+    write became a scatter into a reshape of the clone; the barriers that give a scatter into a
+    slice its own copy also hid the clone's source from IREE's copy-on-write, so the scatter
+    wrote in place into the graph argument, which ``v0 * 3`` then read. Such a scatter (into
+    views that keep elements in place: reshapes, permutations of size-1 dims) now gets no
+    barriers (``rewrites._moves_elements``). Strict, one graph each; the inputs are device data."""
+    def program(d: str) -> list[torch.Tensor]:
+        v0 = torch.ones(3, 4).to(d)
+        a = torch.arange(12.0).view(3, 4).to(d)
+        v2 = torch.tensor([[[2.95, -1.0, 0.89]], [[1.5, -2.15, 0.5]]], dtype=torch.float64).to(d)
+        if d == "lazy":
+            lazy_core.mark_step()  # device data, not constants
+        v1 = v0.clone()
+        v1.as_strided((2, 3), (6, 1)).add_(1)
+        w = v0 * 3
+        c = a.clone()
+        c.view(12).index_add_(0, torch.tensor([1, 5]).to(d), torch.tensor([10.0, 20.0]).to(d))
+        e = a * 2
+        v4 = v2.to(torch.float32)
+        v2.as_strided((2,), (2,)).mul_(70000.0)  # through a permute that moves a size-1 dim
+        v6 = v0[:, 0]
+        r = v0.round()
+        v6.as_strided((2, 3), (6, 1)).add_(-float("inf"))
+        return [v1, w, c, e, v4, v2, r, v0]
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        assert torch.equal(got.cpu(), want), (got.cpu(), want)
+
+
 def test_an_in_place_write_through_a_dtype_view_writes_bits(backend):
     """``x.view(torch.int32).bitwise_and_(-65536)`` on a float ``x`` wrote the integers' values
     converted to float (``1067319296.0``), not their bits (an adversarial probe): the view step

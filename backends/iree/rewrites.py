@@ -317,6 +317,70 @@ _VIEWS = re.compile(r"^torch\.aten\.(?:slice\.Tensor|select\.int|clone|view|resh
                     r"|squeeze(?:\.dim)?|transpose\.int|permute|expand|narrow|contiguous|alias|detach|flatten\.using_ints"
                     r"|unflatten\.int|t|numpy_T|diagonal|as_strided|lift_fresh_copy)$")
 
+#: Views that keep every element where it is (a new shape of the same buffer). A scatter into
+#: a chain of only these needs no copy of its own, and must not get one: behind the barriers
+#: IREE 3.13 elided the clone and scattered in place into the graph argument itself, which
+#: another op of the graph then read (``v1 = v0.clone(); v1.as_strided(...).add_(1); v0 * 3``
+#: read v1's values; the argument's buffer came back as v1's result).
+_RESHAPES = re.compile(r"^torch\.aten\.(?:clone|view|reshape|_reshape_alias|unsqueeze|squeeze(?:\.dim)?"
+                       r"|flatten\.using_ints|unflatten\.int|contiguous|alias|detach|lift_fresh_copy)$")
+
+_SHAPE = re.compile(r"vtensor<\[([-\d,]*)\]")
+
+
+def _shape(value: Any) -> list[int] | None:
+    m = _SHAPE.search(str(value.type))
+    return [int(d) for d in m.group(1).split(",") if d] if m else None
+
+
+def _int_constants(value: Any) -> list[int] | None:
+    """The ints of a ``torch.prim.ListConstruct`` of ``torch.constant.int`` (or one constant)."""
+    try:
+        owner = value.owner
+        name = owner.operation.name if hasattr(owner, "operation") else owner.name
+        if name == "torch.constant.int":
+            return [int(str(owner.attributes["value"]).split(":")[0])]
+        if name == "torch.prim.ListConstruct":
+            out = []
+            for v in owner.operands:
+                ints = _int_constants(v)
+                if ints is None or len(ints) != 1:
+                    return None
+                out += ints
+            return out
+    except (AttributeError, KeyError, ValueError):
+        return None
+    return None
+
+
+def _moves_elements(view: Any) -> bool:
+    """Whether view op ``view`` makes IREE copy its operand: it drops, repeats or reorders
+    elements. A reshape, or a permutation that moves only size-1 dims, keeps them in place
+    (IREE folds it into a reshape of the same buffer); unknown forms count as moving."""
+    if _RESHAPES.match(view.name):
+        return False
+    shape = _shape(view.operands[0])
+    if shape is None:
+        return True
+    if str(view.results[0].type) == str(view.operands[0].type) and view.name in (
+            "torch.aten.slice.Tensor", "torch.aten.narrow", "torch.aten.expand"):
+        return False  # the whole tensor
+    order = None
+    if view.name == "torch.aten.permute":
+        order = _int_constants(view.operands[1])
+    elif view.name == "torch.aten.transpose.int":
+        dims = [_int_constants(v) for v in view.operands[1:3]]
+        if all(d is not None and len(d) == 1 for d in dims):
+            order = list(range(len(shape)))
+            a, b = (d[0] % len(shape) for d in dims)  # type: ignore[index]
+            order[a], order[b] = order[b], order[a]
+    elif view.name in ("torch.aten.t", "torch.aten.numpy_T") and len(shape) == 2:
+        order = [1, 0]
+    if order is None or len(order) != len(shape):
+        return True
+    kept = [d % len(shape) for d in order if shape[d % len(shape)] != 1]
+    return kept != sorted(kept)
+
 
 def _barrier(value: Any) -> Any:
     """``value`` read through a new ``util.optimization_barrier``, built at the insertion point."""
@@ -399,7 +463,8 @@ def materialize_self_updates(mlir: str) -> str:
                 changed = True
         if _SCATTERS.match(op.name) and op.operands:
             chain = views(op.operands[0])
-            if chain and all(_builtin_type(str(v.results[0].type)) is not None for v in chain) \
+            if any(_moves_elements(v) for v in chain) \
+                    and all(_builtin_type(str(v.results[0].type)) is not None for v in chain) \
                     and _builtin_type(str(chain[0].operands[0].type)) is not None:
                 _scatter_into_own_copy(op, chain)
                 changed = True
