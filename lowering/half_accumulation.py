@@ -10,8 +10,9 @@ gives 0.3501 (fuzz seed 21). Upcasting the operands, running the op in
 float32 and rounding each result back is what eager computes (inductor
 makes the same choice for half-precision reductions).
 
-Only ops that accumulate are listed: an elementwise op rounds once either
-way. Matmuls, convolutions, softmax, batch norm, losses and pools were left
+Elementwise ops are widened too (``is_elementwise``): a float16 ``sigmoid`` or
+``addcmul`` lowered in float16 takes several rounded steps where eager rounds
+once. Matmuls, convolutions, softmax, batch norm, losses and pools were left
 out once (a plain matmul was thought to accumulate in f32 in the
 compilers): over 20000 or 65536 elements, float16 ``mm``, ``softmax``,
 ``log_softmax``, ``batch_norm``, ``instance_norm``, ``mse_loss`` and
