@@ -11,6 +11,7 @@ eagerly on the CPU through ``lazy_core.fallback``.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -1203,15 +1204,10 @@ def _device_of(args: tuple) -> int:
 _IDENTITY_VIEWS = {aten.detach.default, aten.alias.default}
 
 
-_COMPOSITE_VIEWS: set[Any] = set()
-_KERNEL_VIEWS: set[Any] = set()
-
-
+@functools.cache
 def _composite_implicit(func: Any) -> bool:
     """Whether view op ``func`` is CompositeImplicitAutograd (remembered per op)."""
-    composite = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
-    (_COMPOSITE_VIEWS if composite else _KERNEL_VIEWS).add(func)
-    return composite
+    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
 
 
 def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
@@ -1219,8 +1215,7 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
     if not isinstance(base, LazyTensor):
         # A view of a CPU tensor with lazy arguments elsewhere: not a view of ours.
         return fallback.run_eagerly(func, args, kwargs, why="view of a non-lazy tensor")
-    if (torch.is_inference_mode_enabled() or base.is_inference()) and (
-            func in _COMPOSITE_VIEWS or (func not in _KERNEL_VIEWS and _composite_implicit(func))):
+    if (torch.is_inference_mode_enabled() or base.is_inference()) and _composite_implicit(func):
         # ``to``, ``chunk``, ...: with autograd skipped (an inference tensor, inference mode)
         # their composite kernel did not run above this key; run it now. ``x.cpu()`` of an
         # inference tensor took ``to.dtype_layout`` for an alias and returned a lazy tensor.

@@ -219,9 +219,6 @@ def split_views(op: Any, rest: tuple, kwargs: dict, in_shape: tuple[int, ...]) -
     args = bind_after_self(op, rest, kwargs)
     dim = args.get("dim", 0) % max(len(in_shape), 1)
     size = in_shape[dim] if in_shape else 0
-    if kind == "chunk" and size > 0:  # reaches here in inference mode (no autograd key to decompose it)
-        args["split_size"] = -(-size // args["chunks"])
-        kind = "split"
     if kind in ("split", "unsafe_split"):
         step = args["split_size"]
         bounds = [(s, min(s + step, size)) for s in range(0, size, step)] if step > 0 else [(0, 0)]
