@@ -60,12 +60,14 @@ _ON_VALUES = frozenset({torch.ops.aten.as_strided.default, torch.ops.aten.as_str
 
 
 def _flatten_tensors(result: Any) -> tuple:
+    # A graph value is plain values: ``_conj``/``_neg_view`` give CPU tensors with a lazy
+    # conjugate/negative bit, which ``view_as_real`` refuses and a lazy tensor never has.
     if isinstance(result, torch.Tensor):
-        return (result,)
+        return (result.resolve_conj().resolve_neg(),)
     out: list = []
     for r in result:
         if isinstance(r, torch.Tensor):
-            out.append(r)
+            out.append(r.resolve_conj().resolve_neg())
         elif isinstance(r, list | tuple):
             out.extend(_flatten_tensors(r))
         else:

@@ -31,6 +31,7 @@ from . import (
     source_location,
 )
 from . import registry as _registry
+from .eager_views import EagerViewStep
 from .executor import TRACE_LOCK, executor
 from .ir import DeviceData, Node, Output, ScalarParam, TensorMeta, new_static_id
 from .metrics import _counters
@@ -1234,11 +1235,11 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
                           TensorMeta(tuple(base.shape), base.dtype, tuple(base.stride())))
         view._lz_cache = (base._lz_storage.value, base._lz_value())
         return view
+    in_shape = tuple(base.shape)
     try:
         node, template = record(func, args, kwargs)
     except _Untraceable as e:
-        return fallback.run_eagerly(func, args, kwargs, why=str(e))
-    in_shape = tuple(base.shape)
+        return _eager_view(func, base, rest, kwargs, in_shape, why=str(e))
     if isinstance(template, _Slot):
         step = ViewStep(func, rest, kwargs, in_shape)
         view = _new_tensor(base._lz_storage, base._lz_view + (step,), node.metas[template.i])
@@ -1254,6 +1255,31 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
         view._lz_cache = (base._lz_storage.value, value)
         outs.append(view)
     return type(template)(outs)
+
+
+def _eager_view(func: Any, base: LazyTensor, rest: tuple, kwargs: dict, in_shape: tuple[int, ...],
+                why: str) -> Any:
+    """A view the backend cannot compute (a refused dtype): host-computed steps of the
+    base's chain, so writes still reach the base (lazy_core.eager_views)."""
+    if any(isinstance(a, torch.Tensor) for a in (*rest, *kwargs.values())):
+        return fallback.run_eagerly(func, (base, *rest), kwargs, why=why)
+    loc = source_location.current(3)
+    metrics.record_fallback(str(func), str(loc) if loc else None)
+    returns = func._schema.returns
+    if len(returns) == 1 and str(returns[0].type) == "Tensor":
+        steps: list[ViewStep] | None = [EagerViewStep(func, rest, kwargs, in_shape)]
+    else:
+        steps = split_views(func, rest, kwargs, in_shape)
+        if steps is None:
+            return fallback.run_eagerly(func, (base, *rest), kwargs, why=why)
+        steps = [EagerViewStep(s.op, s.rest, s.kwargs, s.in_shape) for s in steps]
+    outs = []
+    for step in steps:
+        value = step.apply(record_output, base._lz_value())
+        view = _new_tensor(base._lz_storage, base._lz_view + (step,), value.meta)
+        view._lz_cache = (base._lz_storage.value, value)
+        outs.append(view)
+    return outs[0] if len(returns) == 1 and str(returns[0].type) == "Tensor" else outs
 
 
 def _inplace_view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:

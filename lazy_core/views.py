@@ -101,6 +101,15 @@ class ViewStep:
             return record(aten.permute.default, (updated, inverse), {})
         if kind == "t":
             return record(aten.t.default, (updated,), {})
+        if kind == "view_as_real":
+            return record(aten.view_as_complex.default, (updated,), {})
+        if kind == "view_as_complex":
+            return record(aten.view_as_real.default, (updated,), {})
+        if kind in ("real", "imag"):
+            # (The backends that record complex views: ``eager``; others compute them on the host.)
+            other = record(aten.imag.default if kind == "real" else aten.real.default, (below,), {})
+            parts = (updated, other) if kind == "real" else (other, updated)
+            return record(aten.complex.default, parts, {})
         if kind == "transpose":
             return record(aten.transpose.int, (updated, args["dim0"], args["dim1"]), {})
         if kind == "slice":

@@ -905,3 +905,32 @@ def test_an_in_place_write_through_a_dtype_view_writes_bits(backend):
         lh.view(torch.int16)[1::2].bitwise_xor_(-32768)
         h.view(torch.int16)[1::2].bitwise_xor_(-32768)
         assert torch.equal(lh.cpu(), h)
+
+
+def test_writes_through_complex_views_reach_their_base(backend, request):
+    """Adversarial sweep: ``view_as_complex(x).mul_(2)`` left ``x`` unchanged and
+    ``view_as_real(y)[:, 0] = 5`` never reached ``y`` (every backend). Complex tensors run
+    eagerly, and the eager fallback of a view op returned a copy. Such views are now host-computed
+    steps of the base's chain (``lazy_core.eager_views``): writes through them reach the base,
+    and views read the base's writes."""
+    if backend.name != "eager":  # (complex tensors run eagerly: lazy_core.fallback)
+        request.applymarker(pytest.mark.expect_fallback(
+            "aten.view_as", "aten.mul", "aten.t", "aten.select", "aten.unbind", "aten._conj"))
+
+    def program(d: str) -> list[torch.Tensor]:
+        x = torch.arange(8.0).reshape(4, 2).to(d)
+        c = torch.view_as_complex(x)
+        c.mul_(2)  # through the view into x
+        x[1, 0] = -1.0  # into the view from x
+        seen = c * 1
+        y = torch.zeros(3, 2, dtype=torch.complex64).to(d)
+        r = torch.view_as_real(y)
+        r[:, 1, 0] = 5.0
+        y.imag[0].fill_(7.0)
+        y.t()[1].real.add_(3.0)
+        parts = y.unbind(1)
+        parts[0].mul_(1j)
+        return [x, c, seen, y, r, y.real.clone(), torch.view_as_real(y.conj().resolve_conj())]
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        assert torch.equal(got.cpu(), want), (got.cpu(), want)
