@@ -348,6 +348,19 @@ def _guard_multi_margin(b: _Bound, op: str, loc: Any) -> None:
     b.set("target", _safe_index(b.get("target"), 0, n, _Site(RuntimeError, "target out of range", op, loc)))
 
 
+def _guard_binary_cross_entropy(b: _Bound, op: str, loc: Any) -> None:
+    """The CPU kernel raises for an input outside [0, 1] (NaN included); compiled, the loss
+    was NaN or a finite wrong value (adversarial sweep). Its backward checks nothing, as eager."""
+    x = b.get("self")
+    if not _is_lazy(x):
+        return
+    v = x._lz_value()
+    inside = _op(aten.logical_and.default, (_op(aten.ge.Scalar, (v, 0), loc), _op(aten.le.Scalar, (v, 1), loc)), loc)
+    outside = _op(aten.logical_not.default, (inside,), loc)
+    _fold(_op(aten.any.default, (outside,), loc),
+          _Site(RuntimeError, "all elements of input should be between 0 and 1", op, loc))
+
+
 def _guard_sorter(b: _Bound, op: str, loc: Any) -> None:
     """``searchsorted(..., sorter=)``: its decomposition gathers the sequence with ``sorter``."""
     seq = b.get("sorted_sequence")
@@ -558,6 +571,7 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "nll_loss2d_forward": _guard_nll,
     "nll_loss2d_backward": _guard_nll,
     "multi_margin_loss": _guard_multi_margin,
+    "binary_cross_entropy": _guard_binary_cross_entropy,
     "searchsorted": _guard_sorter,
     "multi_margin_loss_backward": _guard_multi_margin,
     "remainder": _guard_division,

@@ -598,3 +598,20 @@ def test_mvlgamma_order_below_one_raises_at_the_call_like_eager(backend_name: st
             call(torch.tensor([3.0]))
         with pytest.raises(RuntimeError, match="p has to be greater than or equal to 1"):
             call(torch.tensor([3.0]).to("lazy"))  # no read: the call raises
+
+
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_binary_cross_entropy_input_outside_zero_one_raises_like_eager(backend_name: str) -> None:
+    """Adversarial sweep: ``F.binary_cross_entropy`` of an input outside [0, 1] (or NaN) raises
+    on the CPU; compiled, it returned NaN or a finite wrong loss. The input now has its check
+    (lazy_core/checks.py); the backward checks nothing, as eager's kernel."""
+    use_backend(backend_name)
+    target = torch.tensor([1.0, 0.0])
+    for bad in ([1.5, 0.5], [float("nan"), 0.5], [0.5, -0.25]):
+        with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+            F.binary_cross_entropy(torch.tensor(bad), target)
+        with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+            F.binary_cross_entropy(torch.tensor(bad).to("lazy"), target.to("lazy")).cpu()
+    good = torch.tensor([-0.0, 1.0])
+    torch.testing.assert_close(F.binary_cross_entropy(good.to("lazy"), target.to("lazy")).cpu(),
+                               F.binary_cross_entropy(good, target))
