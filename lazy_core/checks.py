@@ -258,7 +258,8 @@ def _bounds_msg(dim: int, n: int, prefix: str = "") -> str:
 
 
 def _guard_dim_index(exc: type[Exception], prefix: str = "", negative_ok: bool = False,
-                     plain: str | None = None, dim1_kernel: bool = False) -> Callable[[_Bound, str, Any], None]:
+                     plain: str | None = None, dim1_kernel: bool = False,
+                     outer_dims_only: bool = False) -> Callable[[_Bound, str, Any], None]:
     """ops(self, dim, index, ...): index entries in [0, self.size(dim))."""
 
     def guard(b: _Bound, op: str, loc: Any) -> None:
@@ -270,6 +271,10 @@ def _guard_dim_index(exc: type[Exception], prefix: str = "", negative_ok: bool =
             # The CPU's index_select raises RuntimeError along dim 1 of a tensor of rank > 1
             # (its dim-1 kernel, written for embedding_bag) and IndexError along every other dim.
             site = _Site(RuntimeError, f"INDICES element is out of DATA bounds, axis_dim={n}", op, loc)
+        if outer_dims_only and not (len(self.shape) > 1 and d in (0, len(self.shape) - 1)):
+            # The CPU's index_add checks bounds itself (IndexError) except along the first
+            # and last dim of a tensor of rank > 1, where its scatter path raises RuntimeError.
+            site = _Site(IndexError, "index out of range in self", op, loc)
         b.set("index", _safe_index(b.get("index"), -n if negative_ok else 0, n, site))
 
     return guard
@@ -552,7 +557,7 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "scatter": _guard_dim_index(RuntimeError),
     "scatter_add": _guard_dim_index(RuntimeError),
     "scatter_reduce": _guard_dim_index(RuntimeError),
-    "index_add": _guard_dim_index(RuntimeError),
+    "index_add": _guard_dim_index(RuntimeError, outer_dims_only=True),
     # The CPU's index_reduce refuses negative indices too, with IndexError (a bad-input sweep).
     "index_reduce": _guard_dim_index(IndexError, plain="index out of range in self"),
     "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): "),

@@ -615,3 +615,21 @@ def test_binary_cross_entropy_input_outside_zero_one_raises_like_eager(backend_n
     good = torch.tensor([-0.0, 1.0])
     torch.testing.assert_close(F.binary_cross_entropy(good.to("lazy"), target.to("lazy")).cpu(),
                                F.binary_cross_entropy(good, target))
+
+
+@pytest.mark.parametrize("backend_name", requested_backends())
+def test_index_add_out_of_range_raises_eagers_error_for_every_rank_and_dim(backend_name: str) -> None:
+    """Fuzz seed 7602: ``index_add`` of a 1-d tensor with an index out of range raised
+    RuntimeError where eager raises IndexError. The CPU kernel checks the index itself
+    (IndexError, "index out of range in self") except along the first and last dim of a tensor of
+    rank > 1, where its scatter path raises RuntimeError; the check now raises the same."""
+    use_backend(backend_name)
+    for shape, dim in [((3,), 0), ((2, 3, 2), 0), ((2, 3, 2), 1), ((2, 3, 2), 2)]:
+        source = torch.ones([1 if i == dim else n for i, n in enumerate(shape)])
+        index = torch.tensor([5])
+        with pytest.raises((IndexError, RuntimeError)) as expected:
+            torch.zeros(shape).index_add_(dim, index, source)
+        # (The value is on the device: the message names no index, as for the other checks.)
+        message = re.sub(r"^index -?\d+ is", "index is", str(expected.value))
+        with pytest.raises(type(expected.value), match=re.escape(message)):
+            torch.zeros(shape).to("lazy").index_add_(dim, index.to("lazy"), source.to("lazy")).cpu()
