@@ -348,6 +348,10 @@ def _roberta() -> nn.Module:
         max_position_embeddings=64, pad_token_id=1))
 
 
+# ``slow`` (``make check-slow``): its two RoBERTa compiles on lavapipe were 160-250 s of CI, and what it
+# guards is covered in ``make check``: the rewrite by test_donation, donated Adam moments on iree-vulkan
+# against eager by test_training's ``adam`` cases.
+@pytest.mark.slow
 def test_one_graph_adamw_step_donating_its_moments_equals_the_functional_step_on_vulkan(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A tiny RoBERTa's whole AdamW step as one graph (users' default reads) on iree-vulkan, its

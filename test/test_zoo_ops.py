@@ -955,12 +955,16 @@ def test_lgamma_digamma_mvlgamma_compile_with_eagers_special_values(compiling: s
                             1e30, -1e30, 1.4616321, 0.5, -0.5, -3.7, 100.5, -100.5, 1e7 + 0.5], dtype=dtype)
     x = torch.cat([special, torch.randn(500, generator=g, dtype=dtype) * 5,
                    torch.rand(500, generator=g, dtype=dtype) * 3, torch.randn(50, generator=g, dtype=dtype) * 1e4])
+    forms, lazy_x = {}, x.to("lazy")
     for name, fn in {"lgamma": torch.lgamma, "digamma": torch.digamma, "gammaln": torch.special.gammaln,
                      "mvlgamma": lambda t: torch.mvlgamma(t.abs() + 2, 3),
                      "int lgamma": lambda t: torch.lgamma(t.clamp(-50, 50).to(torch.int64)),
                      "polygamma 0": lambda t: torch.polygamma(0, t), "trigamma": lambda t: torch.polygamma(1, t),
                      "int trigamma": lambda t: torch.special.polygamma(1, t.clamp(-50, 50).to(torch.int64))}.items():
-        want, got = fn(x), fn(x.to("lazy")).cpu()
+        forms[name] = (fn(x), fn(lazy_x))
+    lazy_core.mark_step()  # one graph for every form (one each cost 30 s on iree-cpu)
+    for name, (want, got) in forms.items():
+        got = got.cpu()
         assert got.dtype == want.dtype, name
         torch.testing.assert_close(got, want, equal_nan=True, msg=name)
         inf = torch.isinf(want)
@@ -1049,10 +1053,13 @@ def test_average_pooling_is_eagers_window_sum_for_every_shape(compiling: str) ->
         except RuntimeError:  # a shape eager refuses ("input image smaller than kernel size")
             continue
         cases.append((pool, x, (k,), kwargs))
-    for pool, x, args, kwargs in cases:
-        want = pool(x, *args, **kwargs)
-        got = pool(x.to("lazy"), *args, **kwargs).cpu()
-        assert got.dtype == want.dtype and torch.equal(got, want) and torch.equal(got.signbit(), want.signbit()), \
+    # One graph for every case (compiling 45 graphs cost a minute on iree-cpu); a case that failed
+    # to compile would send the graph to the eager fallback, which the last line refuses.
+    got = [pool(x.to("lazy"), *args, **kwargs) for pool, x, args, kwargs in cases]
+    lazy_core.mark_step()
+    for (pool, x, args, kwargs), g in zip(cases, got, strict=True):
+        want, g = pool(x, *args, **kwargs), g.cpu()
+        assert g.dtype == want.dtype and torch.equal(g, want) and torch.equal(g.signbit(), want.signbit()), \
             (x.shape, args, kwargs)
     assert _fallbacks() == {}
 
