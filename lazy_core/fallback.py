@@ -297,6 +297,24 @@ def _index(func: Any, args: tuple, kwargs: dict) -> Any:
     return _t.dispatch(aten._unsafe_index.Tensor, (self, indices), {})
 
 
+def _index_put(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``x[idx] = v``: CPU index tensors move to the lazy device, as PyTorch moves them to
+    ``self``'s device (``x[torch.tensor([0, 2])] = 1.0`` raised "two devices", and with it
+    ``nn.init.sparse_``, found by the adversarial sweep)."""
+    bound = bind_after_self(func, args[1:], kwargs) if args else {}
+    indices = bound.get("indices")
+    if not isinstance(args[0] if args else None, _t.LazyTensor) or not indices or not any(
+            isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) for i in indices):
+        return _t.dispatch_unspecial(func, args, kwargs)
+    moved = [_t.from_cpu(i, args[0]._lz_storage.device)
+             if isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) else i for i in indices]
+    if len(args) > 1:
+        args = (args[0], moved, *args[2:])
+    else:
+        kwargs = {**kwargs, "indices": moved}
+    return _t.dispatch_unspecial(func, args, kwargs)
+
+
 def _item(func: Any, args: tuple, kwargs: dict) -> Any:
     return executor().to_host(args[0], "item").item()
 
@@ -352,6 +370,10 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
     aten._to_copy.default: _to_copy,
     aten._local_scalar_dense.default: _item,
     aten.index.Tensor: _index,
+    aten.index_put_.default: _index_put,
+    aten.index_put.default: _index_put,
+    aten._index_put_impl_.default: _index_put,
+    aten._unsafe_index_put.default: _index_put,
     aten.set_.source_Tensor: _unsupported,
     aten.set_.source_Storage: _set_storage,
     aten.set_.source_Storage_storage_offset: _set_storage,

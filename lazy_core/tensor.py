@@ -1128,6 +1128,11 @@ def _dispatch_unfixed(func: Any, args: tuple, kwargs: dict) -> Any:
     special = fallback.SPECIAL_HANDLERS.get(func)
     if special is not None:
         return special(func, args, kwargs)
+    return dispatch_unspecial(func, args, kwargs)
+
+
+def dispatch_unspecial(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``func`` past its special handler (a handler that only adjusts the arguments)."""
     p = plan(func)
     if p.decompose:
         # _foreach_* ops: their composite kernel loops over the per-tensor op,

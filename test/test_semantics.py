@@ -934,3 +934,23 @@ def test_writes_through_complex_views_reach_their_base(backend, request):
 
     for got, want in zip(program("lazy"), program("cpu"), strict=True):
         assert torch.equal(got.cpu(), want), (got.cpu(), want)
+
+
+def test_writes_indexed_by_cpu_tensors_match_eager(backend):
+    """Adversarial sweep: ``x[torch.tensor([0, 2])] = 1.0`` on a lazy ``x`` raised "found at least
+    two devices" (and with it ``nn.init.sparse_``), where PyTorch moves CPU indices to ``self``'s
+    device as it does for reads. ``index_put`` now uploads them (lazy_core.fallback._index_put)."""
+    idx, mask = torch.tensor([0, 2]), torch.tensor([True, False, False, True])
+
+    def program(d: str) -> list[torch.Tensor]:
+        x = torch.zeros(4, 3).to(d)
+        x[idx] = 1.0
+        x[idx, 1] = 5.0
+        x[mask] = torch.arange(3.0).to(d)
+        y = torch.zeros(4, 3).to(d).index_put((idx,), torch.ones(3).to(d), accumulate=True)
+        return [x, y]
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        assert torch.equal(got.cpu(), want), (got.cpu(), want)
+    w = torch.nn.init.sparse_(torch.empty(6, 4, device="lazy"), 0.5).cpu()
+    assert ((w == 0).sum(0) == 3).all(), w  # ceil(0.5 * 6) zeros in every column, as eager's
