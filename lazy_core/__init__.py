@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import bucketing, checks, config, debug, interop, metrics
+from . import bucketing, checks, config, debug, device_module, interop, metrics
 from .autocast import autocast  # mixed precision: torch.autocast("lazy") is refused by PyTorch
 from .backend import BackendData, BackendDevice, BackendImpl, CompileError
 from .executor import GraphExecutor, executor
@@ -40,6 +40,7 @@ config.validate()
 _register_factories()
 checks.install()
 interop.install()
+device_module.register()  # torch.lazy, which torch.utils.checkpoint looks up
 
 # Diagnostics register their executor hooks on import (recompile causes, dumps,
 # step closures, step guards, the graph-size safety net).

@@ -176,3 +176,24 @@ def test_views_of_a_normal_tensor_in_inference_mode(eager_backend: lazy_core.Bac
     for g, w in zip(got[2], want[2], strict=True):
         assert torch.equal(g, w)
     torch.testing.assert_close(got_attn.cpu(), want_attn)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_recomputes_eagers_values(some_backend: lazy_core.BackendImpl,
+                                                           reentrant: bool) -> None:
+    """Adversarial sweep: ``torch.utils.checkpoint`` of a function of lazy tensors raised "module
+    'torch' has no attribute 'lazy'" (it takes RNG states from the device's module; HF models call
+    it under ``gradient_checkpointing_enable()``). ``torch.lazy`` is lazy_core.device_module; the
+    recompute replays the forward's dropout mask (lazy draws come from the CPU generator)."""
+    from torch.utils.checkpoint import checkpoint
+
+    def run(d: str) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(4, 4).to(d)
+        x = torch.randn(3, 4).to(d).requires_grad_()
+        y = checkpoint(lambda t: torch.nn.functional.dropout(lin(t).relu(), 0.3), x, use_reentrant=reentrant)
+        (y * torch.arange(4.0).to(d)).sum().backward()
+        return [y.detach().cpu(), x.grad.cpu(), lin.weight.grad.cpu()]
+
+    for got, want in zip(run("lazy"), run("cpu"), strict=True):
+        torch.testing.assert_close(got, want)
