@@ -315,6 +315,34 @@ def _index_put(func: Any, args: tuple, kwargs: dict) -> Any:
     return _t.dispatch_unspecial(func, args, kwargs)
 
 
+#: Ops whose length and batch-size tensors PyTorch takes on the CPU whatever the device of the
+#: data (as CUDA does), with the results that stay on the CPU: ``pack_padded_sequence``'s
+#: ``batch_sizes`` ("batch_sizes should always be on CPU" was raised for a lazy one), the lengths
+#: ``pad_packed_sequence`` returns. ``F.ctc_loss`` with CPU lengths raised "two devices".
+_CPU_ARGUMENT_OPS: dict[Any, tuple[int, ...]] = {
+    aten._pack_padded_sequence.default: (1,),
+    aten._pad_packed_sequence.default: (1,),
+    aten._pack_padded_sequence_backward.default: (),
+    aten._ctc_loss.Tensor: (),
+    aten._ctc_loss_backward.Tensor: (),
+}
+
+
+def _cpu_arguments(func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``func`` on the CPU where it has CPU tensor arguments, keeping its CPU-side results there."""
+    flat: list = []
+    _lazy_leaves((args, kwargs), flat)
+    cpu_args = [a for a in (*args, *kwargs.values())
+                if isinstance(a, torch.Tensor) and not isinstance(a, _t.LazyTensor) and a.dim() > 0]
+    if not flat or not cpu_args:
+        return _t.dispatch_unspecial(func, args, kwargs)
+    out = run_eagerly(func, args, kwargs, why="CPU length arguments")
+    keep = _CPU_ARGUMENT_OPS[func]
+    if not keep:
+        return out
+    return type(out)(_t.materialize(o, "CPU result") if i in keep else o for i, o in enumerate(out))
+
+
 def _item(func: Any, args: tuple, kwargs: dict) -> Any:
     return executor().to_host(args[0], "item").item()
 
@@ -374,6 +402,7 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
     aten.index_put.default: _index_put,
     aten._index_put_impl_.default: _index_put,
     aten._unsafe_index_put.default: _index_put,
+    **{op: _cpu_arguments for op in _CPU_ARGUMENT_OPS},
     aten.set_.source_Tensor: _unsupported,
     aten.set_.source_Storage: _set_storage,
     aten.set_.source_Storage_storage_offset: _set_storage,

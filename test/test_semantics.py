@@ -954,3 +954,29 @@ def test_writes_indexed_by_cpu_tensors_match_eager(backend):
         assert torch.equal(got.cpu(), want), (got.cpu(), want)
     w = torch.nn.init.sparse_(torch.empty(6, 4, device="lazy"), 0.5).cpu()
     assert ((w == 0).sum(0) == 3).all(), w  # ceil(0.5 * 6) zeros in every column, as eager's
+
+
+@pytest.mark.expect_fallback("aten._pack_padded_sequence", "aten._ctc_loss")
+def test_packed_sequences_and_ctc_loss_take_cpu_lengths_like_cuda(backend):
+    """Adversarial sweep: ``pack_padded_sequence`` of a lazy batch raised "batch_sizes should always
+    be on CPU", and ``F.ctc_loss(..., reduction="sum")`` with CPU lengths "two devices"; PyTorch
+    takes lengths and batch sizes on the CPU for CUDA data. They run eagerly with their lengths
+    on the CPU (lazy_core.fallback._cpu_arguments); ``batch_sizes`` stays a CPU tensor."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    def program(d: str) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        rnn = torch.nn.GRU(3, 4, batch_first=True).to(d)
+        x = torch.randn(3, 5, 3).to(d).requires_grad_()
+        packed = pack_padded_sequence(x, torch.tensor([3, 5, 2]), batch_first=True, enforce_sorted=False)
+        assert packed.batch_sizes.device.type == "cpu"
+        out, h = rnn(packed)
+        padded, lengths = pad_packed_sequence(out, batch_first=True)
+        log_probs = torch.randn(6, 2, 5).log_softmax(2).to(d).requires_grad_()
+        loss = F.ctc_loss(log_probs, torch.tensor([[1, 2, 3], [4, 1, 0]]).to(d), torch.tensor([6, 5]),
+                          torch.tensor([3, 2]), reduction="sum")
+        (padded.sum() + h.sum() + loss).backward()
+        return [padded, lengths, h, loss, x.grad, log_probs.grad]
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        torch.testing.assert_close(got.detach().cpu(), want.detach())
