@@ -79,6 +79,17 @@ def _host_factory(op: Any) -> Any:
     return kernel
 
 
+def _efficientzerotensor(size: Any, dtype: Any = None, layout: Any = None, device: Any = None,
+                         pin_memory: Any = None) -> torch.Tensor:
+    """Forward-mode AD's zero tangents (``make_dual``, ``unpack_dual`` of an unused input) raised
+    "Could not run 'aten::_efficientzerotensor' ... 'Lazy' backend" (adversarial sweep). Lazy
+    tensors have no ZeroTensor form: plain zeros, the values the ZeroTensor stands for."""
+    from .tensor import from_cpu
+
+    index = torch.device(device).index if device is not None else None
+    return from_cpu(torch.zeros(size, dtype=dtype), index or 0)
+
+
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
     # Reached when PyTorch copies into a lazy tensor with Python dispatch
     # excluded (``torch.tensor(data, device="lazy")``).
@@ -140,6 +151,7 @@ def register() -> None:
     lib.impl("empty_strided", traced(_empty_strided), "Lazy")
     lib.impl("_copy_from", traced(_copy_from), "Lazy")
     lib.impl("_local_scalar_dense", _local_scalar_dense, "Lazy")
+    lib.impl("_efficientzerotensor", traced(_efficientzerotensor), "Lazy")
     lib.impl("one_hot", _one_hot, "AutogradLazy")
     lib.impl("linear", _linear, "AutogradLazy")
     for name in _HOST_FACTORIES:

@@ -197,3 +197,23 @@ def test_activation_checkpointing_recomputes_eagers_values(some_backend: lazy_co
 
     for got, want in zip(run("lazy"), run("cpu"), strict=True):
         torch.testing.assert_close(got, want)
+
+
+def test_forward_mode_ad_matches_eager(some_backend: lazy_core.BackendImpl) -> None:
+    """Adversarial sweep: forward-mode AD on lazy tensors raised "Could not run
+    'aten::_efficientzerotensor' ... 'Lazy' backend" (its zero tangents); lazy_core.factories makes
+    them plain zeros. ``torch.func.jvp`` and ``forward_ad`` dual numbers give eager's tangents."""
+    import torch.autograd.forward_ad as fwAD
+    from torch.func import jvp
+
+    def run(d: str) -> list[torch.Tensor]:
+        x = torch.randn(3, generator=torch.Generator().manual_seed(0)).to(d)
+        w = torch.randn(3, 3, generator=torch.Generator().manual_seed(1)).to(d)
+        with fwAD.dual_level():
+            dx = fwAD.make_dual(x, torch.ones(3).to(d))
+            y = fwAD.unpack_dual(((w @ dx).sin() * 2 + dx.abs() + torch.nn.functional.gelu(dx)).sum())
+        _, tangent = jvp(lambda a: (a.exp() * a).sum(0), (w,), (torch.ones(3, 3).to(d),))
+        return [y.primal.cpu(), y.tangent.cpu(), tangent.cpu()]
+
+    for got, want in zip(run("lazy"), run("cpu"), strict=True):
+        torch.testing.assert_close(got, want)
