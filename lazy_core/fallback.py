@@ -131,6 +131,8 @@ def _wrap_result(result: Any, by_cpu: dict[int, Any], loc: Any) -> Any:
             return by_cpu[id(result)]
         if result.device.type != "cpu":
             return result
+        if result.layout != torch.strided:
+            raise _t.layout_unsupported(result.layout)
         return _t.wrap_output(_t.upload(result, loc))
     if isinstance(result, list | tuple):
         return type(result)(_wrap_result(r, by_cpu, loc) for r in result)

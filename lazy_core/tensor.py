@@ -388,8 +388,17 @@ def _meta_arg(x: Any) -> Any:
     return x
 
 
+def layout_unsupported(layout: torch.layout) -> NotImplementedError:
+    """The error for a sparse (or other non-strided) result: lazy tensors are dense. Uploading one
+    (``nn.Embedding(sparse=True)``'s gradient) failed deep in the backend."""
+    return NotImplementedError(f"{layout} tensors are not supported on lazy tensors; use dense "
+                               "tensors (nn.Embedding/EmbeddingBag with sparse=False)")
+
+
 def _template(result: Any, metas: list[TensorMeta | None]) -> Any:
     if isinstance(result, torch.Tensor):
+        if result.layout != torch.strided:
+            raise layout_unsupported(result.layout)
         metas.append(TensorMeta.of(result))
         return _Slot(len(metas) - 1)
     if isinstance(result, list | tuple):

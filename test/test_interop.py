@@ -217,3 +217,13 @@ def test_forward_mode_ad_matches_eager(some_backend: lazy_core.BackendImpl) -> N
 
     for got, want in zip(run("lazy"), run("cpu"), strict=True):
         torch.testing.assert_close(got, want)
+
+
+def test_a_sparse_gradient_raises_a_clear_error(some_backend: lazy_core.BackendImpl) -> None:
+    """Adversarial sweep: ``nn.Embedding(sparse=True)``'s backward failed deep in the backend
+    ("unsupported memory format option Contiguous") uploading its sparse gradient. Lazy tensors
+    are dense: it raises NotImplementedError naming the way out."""
+    emb = torch.nn.Embedding(5, 3, sparse=True).to("lazy")
+    loss = emb(torch.tensor([0, 2, 2]).to("lazy")).sum()
+    with pytest.raises(NotImplementedError, match="sparse=False"):
+        loss.backward()
