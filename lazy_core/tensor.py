@@ -1262,13 +1262,18 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
     steps = split_views(func, rest, kwargs, in_shape)
     if steps is None:
         raise NotImplementedError(f"multi-output view op {func} is not supported on lazy tensors")
+    return type(template)(_views_of(base, steps))
+
+
+def _views_of(base: LazyTensor, steps: list[ViewStep]) -> list[LazyTensor]:
+    """One view of ``base`` per step (the results of a multi-output view op)."""
     outs = []
     for step in steps:
         value = step.apply(record_output, base._lz_value())
         view = _new_tensor(base._lz_storage, base._lz_view + (step,), value.meta)
         view._lz_cache = (base._lz_storage.value, value)
         outs.append(view)
-    return type(template)(outs)
+    return outs
 
 
 def _eager_view(func: Any, base: LazyTensor, rest: tuple, kwargs: dict, in_shape: tuple[int, ...],
@@ -1287,12 +1292,7 @@ def _eager_view(func: Any, base: LazyTensor, rest: tuple, kwargs: dict, in_shape
         if steps is None:
             return fallback.run_eagerly(func, (base, *rest), kwargs, why=why)
         steps = [EagerViewStep(s.op, s.rest, s.kwargs, s.in_shape) for s in steps]
-    outs = []
-    for step in steps:
-        value = step.apply(record_output, base._lz_value())
-        view = _new_tensor(base._lz_storage, base._lz_view + (step,), value.meta)
-        view._lz_cache = (base._lz_storage.value, value)
-        outs.append(view)
+    outs = _views_of(base, steps)
     return outs[0] if len(returns) == 1 and str(returns[0].type) == "Tensor" else outs
 
 
