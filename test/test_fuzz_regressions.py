@@ -2361,3 +2361,11 @@ def test_a_reduction_into_an_out_of_another_dtype_reduces_in_that_dtype(name: st
         want = torch.zeros(shape, dtype=dtype)
         form(x, want)
         assert got.dtype == dtype and torch.equal(got.cpu(), want), (got.cpu(), want)
+    # ``nansum`` into an integer ``out`` of a float input: the CPU kernel has no such loop (the
+    # lazy op summed [1.5, nan, 2.0] into 3; adversarial sweep).
+    nan_x = torch.tensor([1.5, float("nan"), 2.0])
+    for dtype in (torch.int64, torch.bool):
+        with pytest.raises(NotImplementedError) as expected:
+            torch.nansum(nan_x, out=torch.zeros((), dtype=dtype))
+        with pytest.raises(NotImplementedError, match=re.escape(str(expected.value))):
+            torch.nansum(lazy(nan_x), out=lazy(torch.zeros((), dtype=dtype)))
