@@ -294,9 +294,13 @@ def _index(func: Any, args: tuple, kwargs: dict) -> Any:
     masks = any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
     if masks or not isinstance(self, _t.LazyTensor):
         return run_eagerly(func, args, kwargs, why="data-dependent" if masks else "index of a CPU tensor")
-    indices = [_t.from_cpu(i) if isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) else i
-               for i in indices]
-    return _t.dispatch(aten._unsafe_index.Tensor, (self, indices), {})
+    return _t.dispatch(aten._unsafe_index.Tensor, (self, _on_device_of(self, indices)), {})
+
+
+def _on_device_of(self: Any, indices: list) -> list:
+    """``indices`` with its CPU tensors uploaded to ``self``'s lazy device."""
+    return [_t.from_cpu(i, self._lz_storage.device)
+            if isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) else i for i in indices]
 
 
 def _index_put(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -308,8 +312,7 @@ def _index_put(func: Any, args: tuple, kwargs: dict) -> Any:
     if not isinstance(args[0] if args else None, _t.LazyTensor) or not indices or not any(
             isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) for i in indices):
         return _t.dispatch_unspecial(func, args, kwargs)
-    moved = [_t.from_cpu(i, args[0]._lz_storage.device)
-             if isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) else i for i in indices]
+    moved = _on_device_of(args[0], indices)
     if len(args) > 1:
         args = (args[0], moved, *args[2:])
     else:
@@ -317,14 +320,12 @@ def _index_put(func: Any, args: tuple, kwargs: dict) -> Any:
     return _t.dispatch_unspecial(func, args, kwargs)
 
 
-#: Ops whose length and batch-size tensors PyTorch takes on the CPU whatever the device of the
-#: data (as CUDA does), with the results that stay on the CPU: ``pack_padded_sequence``'s
-#: ``batch_sizes`` ("batch_sizes should always be on CPU" was raised for a lazy one), the lengths
-#: ``pad_packed_sequence`` returns. ``F.ctc_loss`` with CPU lengths raised "two devices".
+#: Ops whose length tensors PyTorch takes on the CPU whatever the device of the data (as CUDA
+#: does), with the results that stay on the CPU: ``pack_padded_sequence``'s ``batch_sizes`` ("batch_sizes
+#: should always be on CPU" was raised for a lazy one). ``F.ctc_loss`` with CPU lengths raised "two
+#: devices". (``_pad_packed_sequence`` and the packing's backward are composites of ordinary ops.)
 _CPU_ARGUMENT_OPS: dict[Any, tuple[int, ...]] = {
     aten._pack_padded_sequence.default: (1,),
-    aten._pad_packed_sequence.default: (1,),
-    aten._pack_padded_sequence_backward.default: (),
     aten._ctc_loss.Tensor: (),
     aten._ctc_loss_backward.Tensor: (),
 }
