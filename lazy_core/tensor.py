@@ -1285,7 +1285,8 @@ def _eager_view(func: Any, base: LazyTensor, rest: tuple, kwargs: dict, in_shape
     loc = source_location.current(3)
     metrics.record_fallback(str(func), str(loc) if loc else None)
     returns = func._schema.returns
-    if len(returns) == 1 and str(returns[0].type) == "Tensor":
+    single = len(returns) == 1 and str(returns[0].type) == "Tensor"
+    if single:
         steps: list[ViewStep] | None = [EagerViewStep(func, rest, kwargs, in_shape)]
     else:
         steps = split_views(func, rest, kwargs, in_shape)
@@ -1293,7 +1294,7 @@ def _eager_view(func: Any, base: LazyTensor, rest: tuple, kwargs: dict, in_shape
             return fallback.run_eagerly(func, (base, *rest), kwargs, why=why)
         steps = [EagerViewStep(s.op, s.rest, s.kwargs, s.in_shape) for s in steps]
     outs = _views_of(base, steps)
-    return outs[0] if len(returns) == 1 and str(returns[0].type) == "Tensor" else outs
+    return outs[0] if single else outs
 
 
 def _inplace_view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
