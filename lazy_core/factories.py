@@ -127,6 +127,21 @@ def _linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return out if want is None or out.dtype == want else out.to(want)
 
 
+def _ctc_loss(log_probs: torch.Tensor, targets: torch.Tensor, input_lengths: torch.Tensor,
+              target_lengths: torch.Tensor, blank: int = 0, reduction: int = 1,
+              zero_infinity: bool = False) -> torch.Tensor:
+    # ctc_loss is composite. For plain tensors it reads the lengths into a list and builds the
+    # mean's divisor on the loss's device, so CUDA data with CPU lengths works; a tensor
+    # subclass takes another path that divides the loss by ``target_lengths`` as given, and
+    # CPU lengths raised "two devices" for the default ``reduction="mean"`` (the adversarial
+    # sweep). The mean here divides by the lengths moved to the loss's device, as that path does.
+    decompose = torch.ops.aten.ctc_loss.Tensor.decompose
+    if reduction != 1 or not isinstance(target_lengths, torch.Tensor) or target_lengths.device == log_probs.device:
+        return decompose(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity)
+    loss = decompose(log_probs, targets, input_lengths, target_lengths, blank, 0, zero_infinity)
+    return (loss / target_lengths.to(loss.device).clamp_min(1)).mean()
+
+
 def _local_scalar_dense(t: torch.Tensor) -> Any:
     """``item()`` reached below Python dispatch: ``torch.tensor([a[0], a[1]])`` of 0-d lazy
     tensors reads each in C++ with the Python key excluded, and raised "Could not run
@@ -154,6 +169,7 @@ def register() -> None:
     lib.impl("_efficientzerotensor", traced(_efficientzerotensor), "Lazy")
     lib.impl("one_hot", _one_hot, "AutogradLazy")
     lib.impl("linear", _linear, "AutogradLazy")
+    lib.impl("ctc_loss.Tensor", _ctc_loss, "AutogradLazy")
     for name in _HOST_FACTORIES:
         packet, _, overload = name.partition(".")
         op = getattr(getattr(torch.ops.aten, packet), overload or "default")

@@ -959,7 +959,8 @@ def test_writes_indexed_by_cpu_tensors_match_eager(backend):
 @pytest.mark.expect_fallback("aten._pack_padded_sequence", "aten._ctc_loss")
 def test_packed_sequences_and_ctc_loss_take_cpu_lengths_like_cuda(backend):
     """Adversarial sweep: ``pack_padded_sequence`` of a lazy batch raised "batch_sizes should always
-    be on CPU", and ``F.ctc_loss(..., reduction="sum")`` with CPU lengths "two devices"; PyTorch
+    be on CPU", and ``F.ctc_loss`` with CPU lengths "two devices" (for "mean" also in the divisor,
+    lazy_core.factories._ctc_loss); PyTorch
     takes lengths and batch sizes on the CPU for CUDA data. They run eagerly with their lengths
     on the CPU (lazy_core.fallback._cpu_arguments); ``batch_sizes`` stays a CPU tensor."""
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -975,8 +976,10 @@ def test_packed_sequences_and_ctc_loss_take_cpu_lengths_like_cuda(backend):
         log_probs = torch.randn(6, 2, 5).log_softmax(2).to(d).requires_grad_()
         loss = F.ctc_loss(log_probs, torch.tensor([[1, 2, 3], [4, 1, 0]]).to(d), torch.tensor([6, 5]),
                           torch.tensor([3, 2]), reduction="sum")
-        (padded.sum() + h.sum() + loss).backward()
-        return [padded, lengths, h, loss, x.grad, log_probs.grad]
+        mean = F.ctc_loss(log_probs, torch.tensor([[1, 2, 3], [4, 1, 0]]).to(d), torch.tensor([6, 5]),
+                          torch.tensor([3, 2]))  # "two devices": the subclass path's mean divisor
+        (padded.sum() + h.sum() + loss + mean).backward()
+        return [padded, lengths, h, loss, mean, x.grad, log_probs.grad]
 
     for got, want in zip(program("lazy"), program("cpu"), strict=True):
         torch.testing.assert_close(got.detach().cpu(), want.detach())
