@@ -207,6 +207,41 @@ class _AutocastMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+@dataclass(frozen=True)
+class Settings:
+    """One thread's autocast settings, as ``torch.utils.checkpoint`` saves CUDA's for replay."""
+
+    enabled: bool
+    dtype: torch.dtype
+    policy: str
+    cache_enabled: bool
+
+
+def current_settings() -> Settings:
+    s = _state()
+    return Settings(s.enabled, s.dtype, s.policy, s.cache_enabled)
+
+
+def restore_settings(want: Settings) -> None:
+    """Make ``want`` this thread's settings, pushing or popping a mode of its own as needed.
+
+    Idempotent (checkpoint restores one state per tensor argument, and in forward order).
+    Checkpoint's recompute sets the forward's settings, then the ones saved before it: so a
+    mode pushed here is on top of the mode stack when it is popped again."""
+    s = _state()
+    s.enabled, s.dtype, s.policy, s.cache_enabled = want.enabled, want.dtype, want.policy, want.cache_enabled
+    mode = getattr(_tls, "restored_mode", None)
+    if want.enabled and s.depth == 0 and mode is None:
+        _tls.restored_mode = mode = _AutocastMode()
+        mode.__enter__()
+        s.depth = 1  # a lazy_core.autocast region opened inside must not push a second mode
+    elif not want.enabled and mode is not None and s.depth == 1:
+        _tls.restored_mode = None
+        s.depth = 0
+        s.cache.clear()
+        mode.__exit__(None, None, None)
+
+
 class autocast(contextlib.ContextDecorator):  # noqa: N801 - named like torch.autocast
     """``torch.autocast`` for device ``lazy``: run listed ops of lazy tensors in ``dtype``.
 

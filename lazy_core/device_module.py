@@ -9,9 +9,17 @@ models call it with ``gradient_checkpointing_enable()``). PyTorch/XLA registers
 
 Random numbers on lazy tensors are drawn from the CPU generator, bit-identical
 to eager CPU (lazy_core.fallback.run_random), so the device has no RNG state of
-its own: checkpoint's recompute replays the CPU state it saves anyway, and the
-states here are empty. ``_initialized`` stays False so that checkpoint does not
-save or restore them at all.
+its own: checkpoint's recompute replays the CPU state it saves anyway.
+
+What the device state carries instead is ``lazy_core.autocast``'s settings.
+Checkpoint re-enters CUDA's autocast for the recompute with ``torch.autocast``,
+which refuses device ``lazy`` (no autocast dispatch key), so a region
+checkpointed under ``lazy_core.autocast`` recomputed in float32 during the
+backward: non-reentrant checkpoint raised "Recomputed values ... have different
+metadata", reentrant returned float32 gradients. Checkpoint does save and
+restore the device's state around the recompute (with ``preserve_rng_state``,
+its default), so ``get_rng_state`` returns the autocast settings and
+``set_rng_state`` restores them.
 """
 
 from __future__ import annotations
@@ -22,7 +30,10 @@ from typing import Any
 
 import torch
 
-_initialized = False
+from . import autocast
+
+#: True: checkpoint saves and restores this device's state (see the module doc).
+_initialized = True
 
 
 def is_available() -> bool:
@@ -43,13 +54,18 @@ def device(index: Any) -> Iterator[None]:
     yield
 
 
-def get_rng_state(device: Any = "lazy") -> torch.Tensor:
-    """Empty: lazy random ops draw from the CPU generator (``torch.get_rng_state()``)."""
-    return torch.empty(0, dtype=torch.uint8)
+def get_rng_state(device: Any = "lazy") -> autocast.Settings:
+    """This thread's ``lazy_core.autocast`` settings: lazy random ops draw from the CPU
+    generator (``torch.get_rng_state()``), and the device has no other state."""
+    return autocast.current_settings()
 
 
-def set_rng_state(new_state: torch.Tensor, device: Any = "lazy") -> None:
-    """Nothing to restore (see :func:`get_rng_state`)."""
+def set_rng_state(new_state: autocast.Settings, device: Any = "lazy") -> None:
+    """Restore what :func:`get_rng_state` returned (see the module doc)."""
+    if not isinstance(new_state, autocast.Settings):
+        raise TypeError(f"torch.lazy.set_rng_state takes what torch.lazy.get_rng_state returned, "
+                        f"got {type(new_state).__name__}")
+    autocast.restore_settings(new_state)
 
 
 def manual_seed(seed: int) -> None:

@@ -199,6 +199,37 @@ def test_activation_checkpointing_recomputes_eagers_values(some_backend: lazy_co
         torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_recomputes_under_the_forwards_autocast(some_backend: lazy_core.BackendImpl,
+                                                           reentrant: bool) -> None:
+    """A region checkpointed under ``lazy_core.autocast`` recomputed in float32 during the
+    backward (checkpoint re-enters autocast with ``torch.autocast(device_type)``, which refuses
+    ``lazy``): non-reentrant raised CheckpointError ("different metadata"), reentrant gave other
+    gradients than eager's ``torch.autocast("cpu")``. torch.lazy's device state carries the
+    settings (lazy_core.device_module); after the backward no autocast mode is left pushed."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils.checkpoint import checkpoint
+
+    from lazy_core.autocast import is_autocast_enabled
+
+    def run(d: str) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(8, 8).to(d)
+        x = torch.randn(4, 8).to(d).requires_grad_()
+        region = (lazy_core.autocast(dtype=torch.bfloat16) if d == "lazy"
+                  else torch.autocast("cpu", dtype=torch.bfloat16))
+        with region:
+            y = checkpoint(lambda t: lin(t).relu() * 2, x, use_reentrant=reentrant)
+        assert y.dtype == torch.bfloat16
+        y.float().sum().backward()
+        return [y.detach().float().cpu(), x.grad.cpu(), lin.weight.grad.cpu()]
+
+    for got, want in zip(run("lazy"), run("cpu"), strict=True):
+        torch.testing.assert_close(got, want)
+    assert not is_autocast_enabled()
+    assert not _get_current_function_mode_stack()
+
+
 def test_forward_mode_ad_matches_eager(some_backend: lazy_core.BackendImpl) -> None:
     """Adversarial sweep: forward-mode AD on lazy tensors raised "Could not run
     'aten::_efficientzerotensor' ... 'Lazy' backend" (its zero tangents); lazy_core.factories makes
