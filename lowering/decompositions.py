@@ -1074,6 +1074,36 @@ _VARIANCES = (aten.var.correction, aten.std.correction, aten.var_mean.correction
 _LARGE, _DOWN = 2.0 ** 40, 2.0 ** -80
 
 
+def _reduced_dims(x: torch.Tensor, dim: Any) -> list[int]:
+    if dim is None or (isinstance(dim, list | tuple) and not dim):
+        return list(range(x.dim()))
+    return [d % max(x.dim(), 1) for d in ([dim] if isinstance(dim, int) else dim)]
+
+
+def _degrees_of_freedom(x: torch.Tensor, dim: Any, correction: Any) -> Any:
+    """``N - correction`` of a variance over ``dim`` (``correction`` None is 1)."""
+    n = math.prod(x.shape[d] for d in _reduced_dims(x, dim)) if x.dim() else 1
+    return n - (1 if correction is None else correction)
+
+
+def _no_degrees_of_freedom(op: Any, x: torch.Tensor, dim: Any, keepdim: bool) -> Any:
+    """``op`` (var, std or var_mean) where ``N - correction <= 0``: eager divides the sum of
+    squared deviations by ``max(0, N - correction)``, so inf (NaN for an empty or constant
+    reduction); torch-mlir divided by the negative count (``x.var(correction=3)`` of two values
+    gave -2, of an empty tensor -0.0; found by the adversarial sweep)."""
+    dims = _reduced_dims(x, dim) if x.dim() else []
+    mean = x.mean(dims, keepdim=True) if dims else x
+    squares = ((x - mean) * (x - mean)).sum(dims, keepdim=keepdim) if dims else (x - mean) * (x - mean)
+    # squares / 0, without a division by a constant zero (lavapipe's shaders get it wrong and the
+    # graph would be refused on Vulkan): a NaN row fails ``> 0`` and stays NaN.
+    var = torch.where(squares > 0, torch.full_like(squares, math.inf), torch.full_like(squares, math.nan))
+    if op is aten.std.correction:
+        return var
+    if op is aten.var.correction:
+        return var
+    return var, (mean if keepdim or not dims else mean.reshape(var.shape))
+
+
 def _scaled_variance(op: Any) -> Callable:
     """``op`` (var, std or var_mean) of float32 ``x`` whose rows with a value past 2**40 are
     scaled by 2**-80 first and the results scaled back. torch-mlir computes a variance in the
@@ -1082,6 +1112,8 @@ def _scaled_variance(op: Any) -> Callable:
     scaling is exact, so other values are unchanged. A 0-d input goes to ``_on_one_element``."""
 
     def run(x: torch.Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
+        if _degrees_of_freedom(x, dim, correction) <= 0:
+            return _no_degrees_of_freedom(op, x, dim, keepdim)
         if x.dim() == 0:
             return _on_one_element(op)(x, dim, correction=correction, keepdim=keepdim)
         if x.dtype != torch.float32 or x.numel() == 0:
@@ -1267,10 +1299,21 @@ def _zero_dim_input(node: Node) -> bool:
 
 
 def _zero_dim_reduction_or_float32(node: Node) -> bool:
-    """A 0-d reduction (``_on_one_element``) or a non-empty float32 variance (``_scaled_variance``)."""
+    """A 0-d reduction (``_on_one_element``), a non-empty float32 variance (``_scaled_variance``)
+    or one with no degrees of freedom left (``_no_degrees_of_freedom``)."""
     x = node.args[0]
-    return _zero_dim_reduction(node) or (isinstance(x, Output) and x.meta is not None and len(x.meta.shape) > 0
-                                         and x.meta.dtype == torch.float32 and x.meta.numel() > 0)
+    if not isinstance(x, Output) or x.meta is None:
+        return False
+    if _zero_dim_reduction(node) or (len(x.meta.shape) > 0 and x.meta.dtype == torch.float32
+                                     and x.meta.numel() > 0):
+        return True
+    if not x.meta.dtype.is_floating_point:
+        return False
+    names = [a.name for a in node.op._schema.arguments]
+    dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+    correction = node.kwargs.get("correction", node.args[names.index("correction")]
+                                 if len(node.args) > names.index("correction") else None)
+    return _degrees_of_freedom(torch.empty(x.meta.shape, device="meta"), dim, correction) <= 0
 
 
 def _zero_dim_reduction(node: Node) -> bool:

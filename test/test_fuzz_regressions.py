@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -1774,6 +1775,30 @@ def test_a_variance_correction_other_than_0_or_1_compiles(name):
              "std_mean": lambda t: torch.stack(torch.std_mean(t, 0, correction=1.5))}
     for what, fn in cases.items():
         torch.testing.assert_close(fn(lazy(x)).cpu(), fn(x), msg=what)
+    assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_a_variance_with_no_degrees_of_freedom_is_inf_or_nan_like_eagers(name):
+    """Adversarial sweep: with ``N - correction <= 0`` eager divides the squared deviations by
+    ``max(0, N - correction)`` (inf, NaN for an empty or constant reduction), torch-mlir by the
+    negative count: ``x.var(correction=3)`` of two values gave -2, ``std`` of an empty tensor -0.0
+    (lowering/decompositions.py, ``_no_degrees_of_freedom``). One strict graph."""
+    use_backend(name)
+    two, empty = torch.tensor([1.0, 3.0]), torch.zeros(0, 3)
+    rows = torch.tensor([[1.0, 3.0], [2.0, 2.0], [1.0, math.nan]])
+    cases = {"var c=3": (two, lambda t: t.var(correction=3)), "var c=2": (two, lambda t: t.var(correction=2)),
+             "std empty": (empty, lambda t: t.std()), "var empty dim": (empty, lambda t: t.var(0)),
+             "var_mean empty": (empty, lambda t: torch.stack(torch.var_mean(t, 0))),
+             "0-d c=2": (torch.tensor(2.0), lambda t: t.var(correction=2)),
+             "std_mean rows": (rows, lambda t: torch.cat(torch.std_mean(t, 1, correction=2, keepdim=True), 1)),
+             "half rows": (rows.half(), lambda t: t.var(-1, correction=5))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # eager's "degrees of freedom is <= 0"
+        got = {what: fn(lazy(x)) for what, (x, fn) in cases.items()}
+        lazy_core.mark_step()
+        for what, (x, fn) in cases.items():
+            torch.testing.assert_close(got[what].cpu(), fn(x), equal_nan=True, msg=what)
     assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()
 
 
