@@ -558,6 +558,9 @@ DECOMPOSED_OPS = (
     # left unflattened): torch-mlir leaves ``nll_loss2d_forward`` unlegalized (the OpInfo sweep),
     # so every such step failed to compile. The 2-d loss over the flattened positions.
     aten.nll_loss2d_forward.default, aten.nll_loss2d_backward.default,
+    # Of no positions at all (an empty batch): eager's mean is 0 / 0 = NaN; torch-mlir's was 0 on
+    # reference, and iree-cpu crashed (SIGFPE) compiling it (_ONLY_WHEN: no positions).
+    aten.nll_loss_forward.default, aten.nll_loss_backward.default,
     # ``view_copy``, ``t_copy``, ``permute_copy`` ... (what functionalization and ``torch.export``
     # emit for views): torch-mlir leaves their constants unlegalized, so each failed to compile
     # (the OpInfo sweep: 12 ops). A value is a value here: each is its view op. (Not ``unbind_copy``:
@@ -2038,6 +2041,8 @@ def _table() -> dict[Any, Callable]:
     table.update({copy: _view_copy(view) for copy, view in _VIEW_COPIES.items()})
     table[aten.nll_loss2d_forward.default] = _nll_loss2d_forward
     table[aten.nll_loss2d_backward.default] = _nll_loss2d_backward
+    table[aten.nll_loss_forward.default] = _nll_loss_of_nothing
+    table[aten.nll_loss_backward.default] = _nll_loss_backward_of_nothing
     table[aten.dist.default] = _dist
     table[aten.max_unpool2d.default] = table[aten.max_unpool3d.default] = gathers.max_unpool
     table[aten.index_add.default] = _index_add
@@ -2093,6 +2098,8 @@ def _tanh_gelu(node: Node) -> bool:
 
 #: Ops decomposed only in some forms; the others lower as they are.
 _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
+    aten.nll_loss_forward.default: lambda node: _no_loss_positions(node),
+    aten.nll_loss_backward.default: lambda node: _no_loss_positions(node),
     aten.tanh.default: _floating_input,
     aten.gelu.default: _tanh_gelu,
     aten.gelu_backward.default: _tanh_gelu,
@@ -2588,6 +2595,30 @@ def _positions_first(x: torch.Tensor) -> torch.Tensor:
     return x.movedim(1, -1).reshape(-1, x.shape[1])
 
 
+def _no_loss_positions(node: Node) -> bool:
+    """An ``nll_loss`` (forward or backward) of an input with no positions: ``[0, C]``, ``[0, C, ...]``
+    or ``[N, C, 0, ...]``."""
+    x = next(a for a in node.args if isinstance(a, Output))
+    if node.op is aten.nll_loss_backward.default:
+        x = node.args[1]
+    shape = x.meta.shape if isinstance(x, Output) and x.meta is not None else ()
+    return len(shape) >= 2 and math.prod(shape[:1]) * math.prod(shape[2:]) == 0
+
+
+def _nll_loss_of_nothing(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
+                         ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager's loss of no positions: ``none`` is empty, ``sum`` 0, ``mean`` 0 / 0 = NaN; the total
+    weight is 0."""
+    total = x.new_zeros(())
+    if reduction == 0:
+        return x.new_zeros(target.shape), total
+    return (x.new_full((), math.nan) if reduction == 1 else x.new_zeros(())), total
+
+
+def _nll_loss_backward_of_nothing(grad: torch.Tensor, x: torch.Tensor, *args: Any) -> torch.Tensor:
+    return torch.zeros_like(x)
+
+
 def _nll_loss2d_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
                         ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``nll_loss2d_forward`` as ``nll_loss_forward`` of every position (the same sum of the
@@ -2595,6 +2626,8 @@ def _nll_loss2d_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Ten
     16-bit floats sum in float32, as the 2-d loss does (lowering/half_accumulation.py); summed in
     float16, 1,024 terms were 0.4% off. Eager's float16 kernel rounds otherwise: 0.25% apart there,
     the exact sum between the two."""
+    if math.prod(x.shape) == 0:
+        return _nll_loss_of_nothing(x, target, weight, reduction, ignore_index)
     wide = torch.float32 if x.dtype in _HALF_FLOATS else x.dtype
     out, total = aten.nll_loss_forward(_positions_first(x).to(wide), target.reshape(-1),
                                        None if weight is None else weight.to(wide), reduction, ignore_index)
@@ -2603,6 +2636,8 @@ def _nll_loss2d_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Ten
 
 def _nll_loss2d_backward(grad: torch.Tensor, x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None,
                          reduction: int, ignore_index: int, total_weight: torch.Tensor) -> torch.Tensor:
+    if math.prod(x.shape) == 0:
+        return torch.zeros_like(x)
     flat = aten.nll_loss_backward(grad.reshape(-1) if reduction == 0 else grad, _positions_first(x),
                                   target.reshape(-1), weight, reduction, ignore_index, total_weight)
     moved = [x.shape[0], *x.shape[2:], x.shape[1]]

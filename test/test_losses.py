@@ -50,3 +50,42 @@ def test_loss_step_matches_eager_without_fallback(backend, name):
     torch.testing.assert_close(x.grad.cpu(), xe.grad, rtol=1e-4, atol=1e-5)
     fallbacks = {k: v for k, v in lazy_core.metrics.counters().items() if k.startswith("fallback::")}
     assert not fallbacks, fallbacks
+
+
+def test_cross_entropy_of_no_positions_is_eagers(backend):
+    """Adversarial sweep: ``F.cross_entropy`` of an empty batch is 0 / 0 = NaN eagerly (the mean over
+    no targets); the reference backend returned 0, iree-cpu's compiler crashed (SIGFPE), and an
+    empty [N, C, 0, W] segmentation loss killed the reference process (SIGFPE). Such a loss is
+    decomposed (lowering/decompositions.py, ``_nll_loss_of_nothing``). Also all targets ignored:
+    NaN. One strict graph (one per case on iree-vulkan); gradients too."""
+    long = torch.long
+    cases = {
+        "mean": (torch.zeros(0, 3), torch.zeros(0, dtype=long), {}),
+        "sum": (torch.zeros(0, 3), torch.zeros(0, dtype=long), {"reduction": "sum"}),
+        "none": (torch.zeros(0, 3), torch.zeros(0, dtype=long), {"reduction": "none"}),
+        "weighted": (torch.zeros(0, 3), torch.zeros(0, dtype=long), {"weight": torch.ones(3)}),
+        "4-d": (torch.zeros(0, 3, 2, 2), torch.zeros(0, 2, 2, dtype=long), {}),
+        "no pixels": (torch.zeros(2, 3, 0, 2), torch.zeros(2, 0, 2, dtype=long), {}),
+        "all ignored": (torch.randn(2, 3), torch.tensor([-100, -100]), {}),
+        "smoothed": (torch.zeros(0, 3), torch.zeros(0, dtype=long), {"label_smoothing": 0.1}),
+    }
+    got = {}
+    for what, (x, y, kw) in cases.items():
+        xl = x.clone().to("lazy").requires_grad_()
+        loss = F.cross_entropy(xl, y.to("lazy"), **{k: v.to("lazy") if isinstance(v, torch.Tensor) else v
+                                                      for k, v in kw.items()})
+        loss.sum().backward()
+        got[what] = (loss, xl.grad)
+        if backend.name == "iree-vulkan":
+            # One graph per case: together, IREE folds their constant zeros into arithmetic that
+            # lavapipe gets wrong, and that graph is refused (backends/iree/config.py).
+            lazy_core.mark_step()
+    lazy_core.mark_step()
+    for what, (x, y, kw) in cases.items():
+        xe = x.clone().requires_grad_()
+        want = F.cross_entropy(xe, y, **kw)
+        want.sum().backward()
+        torch.testing.assert_close(got[what][0].detach().cpu(), want.detach(), equal_nan=True, msg=what)
+        torch.testing.assert_close(got[what][1].cpu(), xe.grad, equal_nan=True, msg=what)
+    fallbacks = {k: v for k, v in lazy_core.metrics.counters().items() if k.startswith("fallback::")}
+    assert not fallbacks, fallbacks
