@@ -178,6 +178,13 @@ class LoweringContext:
         return lambda op, args, kwargs, meta: self._emit(op, args, kwargs, meta, trace)
 
     def build_fx(self) -> Graph:
+        # Factories without a device (``torch.full((), bound)`` in a decomposition) must make
+        # CPU tensors, as when tracing for any backend: after ``torch.set_default_device("lazy")``
+        # they made lazy ones, and every graph failed to build ("meta and lazy", adversarial sweep).
+        with torch.device("cpu"):
+            return self._build_fx()
+
+    def _build_fx(self) -> Graph:
         g = self._fx
         args: list[ArgInfo] = []
         inputs = self.graph.inputs

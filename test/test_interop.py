@@ -230,6 +230,33 @@ def test_checkpoint_recomputes_under_the_forwards_autocast(some_backend: lazy_co
     assert not _get_current_function_mode_stack()
 
 
+def test_a_training_step_under_set_default_device_lazy_compiles(some_backend: lazy_core.BackendImpl) -> None:
+    """Adversarial sweep: after ``torch.set_default_device("lazy")`` (as users write it for
+    "cuda") every graph failed to build, "two devices, meta and lazy": the lowering's
+    decompositions make device-less constants, which the default device made lazy. The
+    lowering makes them on the CPU (lowering/context.py, ``build_fx``); the step compiles."""
+
+    def program(d: str | None) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        torch.nn.functional.cross_entropy(m(torch.randn(5, 4)), torch.tensor([0, 1, 1, 0, 1])).backward()
+        opt.step()
+        if d is not None:
+            assert m[0].weight.device.type == d
+            lazy_core.mark_step()
+        return [p.detach().cpu() for p in m.parameters()]
+
+    want = program(None)
+    torch.set_default_device("lazy")
+    try:
+        got = program("lazy")
+    finally:
+        torch.set_default_device(None)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+
+
 def test_forward_mode_ad_matches_eager(some_backend: lazy_core.BackendImpl) -> None:
     """Adversarial sweep: forward-mode AD on lazy tensors raised "Could not run
     'aten::_efficientzerotensor' ... 'Lazy' backend" (its zero tangents); lazy_core.factories makes
