@@ -9,9 +9,9 @@ operand #1 has shape's dimension #2 to be 1"). ResNeXt blocks and depthwise
 convolutions (MobileNet, ConvNeXt) train through it. ``weight_gradient``
 writes it as one grouped forward convolution, which torch-mlir lowers right.
 
-The backward of a transposed convolution with ``output_padding``
-(``ConvTranspose2d(..., stride=2, output_padding=1)``: U-Net decoders and GAN
-generators that restore odd sizes): torch-mlir leaves its
+The backward of a transposed convolution (``ConvTranspose2d(..., stride=2,
+output_padding=1)``: U-Net decoders and GAN generators that restore odd sizes;
+DCGAN's ``k=4, s=2, p=1`` without output padding too): torch-mlir leaves its
 ``convolution_backward`` unlowered, so the whole training step failed to
 compile on every backend. A transposed convolution is the adjoint of a
 regular one; with the output gradient padded back to the full (uncropped)
@@ -196,7 +196,7 @@ def convolution_backward(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tens
                          stride: list[int], padding: list[int], dilation: list[int], transposed: bool,
                          output_padding: list[int], groups: int,
                          output_mask: list[bool]) -> tuple[Any, Any, Any]:
-    """``convolution_backward`` of a transposed convolution with ``output_padding``, of a grouped
+    """``convolution_backward`` of a transposed convolution, of a grouped
     regular one (its weight gradient: ``weight_gradient``), or of one with a single window along
     some dim (on the cropped input), see the module docstring."""
     extents = _window_extents(x.shape, weight.shape, stride, padding, dilation, transposed)
@@ -232,9 +232,10 @@ def convolution_backward(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tens
 
 
 def rewritten_backward(args: tuple) -> bool:
-    """``convolution_backward``'s arguments: of a transposed convolution with output padding, a
-    weight gradient of a grouped one, or one with a single window along some dim."""
-    transposed, output_padding, groups, mask = args[7], args[8], args[9], args[10]
-    return bool((transposed and any(output_padding)) or (groups > 1 and mask[1])
+    """``convolution_backward``'s arguments: of a transposed convolution (torch-mlir lowers none:
+    with ``output_padding`` or without, DCGAN's ``k=4, s=2, p=1`` too), a weight gradient of a
+    grouped one, or one with a single window along some dim."""
+    transposed, groups, mask = args[7], args[9], args[10]
+    return bool(transposed or (groups > 1 and mask[1])
                 or (not transposed and mask[0] and one_channel_groups(args[2].meta.shape, groups))
                 or single_window(args[1].meta.shape, args[2].meta.shape, args[4], args[5], args[6], transposed))
