@@ -298,9 +298,27 @@ def _index(func: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def _on_device_of(self: Any, indices: list) -> list:
-    """``indices`` with its CPU tensors uploaded to ``self``'s lazy device."""
+    """``indices`` with its CPU tensors uploaded to ``self``'s lazy device. A CPU index out of
+    range raises eager's IndexError here, at the call: uploaded, its check waited for the data
+    and raised at a later, unrelated read (adversarial sweep)."""
+    _check_host_indices(tuple(self.shape), indices)
     return [_t.from_cpu(i, self._lz_storage.device)
             if isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) else i for i in indices]
+
+
+def _check_host_indices(shape: tuple[int, ...], indices: list) -> None:
+    dim = 0
+    for i in indices:
+        if isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8):
+            dim += i.dim()  # a mask covers as many dims as it has
+            continue
+        if isinstance(i, torch.Tensor) and not isinstance(i, _t.LazyTensor) and dim < len(shape) and i.numel():
+            n = shape[dim]
+            bad = (i >= n) | (i < -n)
+            if bad.any():
+                raise IndexError(f"index {i[bad].flatten()[0].item()} is out of bounds for dimension {dim} "
+                                 f"with size {n}")
+        dim += 1
 
 
 def _index_put(func: Any, args: tuple, kwargs: dict) -> Any:

@@ -956,6 +956,23 @@ def test_writes_indexed_by_cpu_tensors_match_eager(backend):
     assert ((w == 0).sum(0) == 3).all(), w  # ceil(0.5 * 6) zeros in every column, as eager's
 
 
+def test_an_out_of_range_cpu_index_raises_at_the_call(backend):
+    """Adversarial sweep: ``x[:, torch.tensor([5])] = 1.0`` with a CPU index out of range did not
+    raise at the call, as eager does: the uploaded index's check waited for the data, and the
+    IndexError came from a later, unrelated read. A CPU index is known: it is checked before it
+    is uploaded (lazy_core.fallback._on_device_of), for writes and reads."""
+    x = torch.zeros(2, 3).to("lazy")
+    with pytest.raises(IndexError, match="index 5 is out of bounds"):
+        x[:, torch.tensor([5])] = 1.0
+    with pytest.raises(IndexError, match="index -3 is out of bounds"):
+        x[torch.tensor([-3, 0])]
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        x.index_put_((torch.tensor([0]), torch.tensor([7])), torch.tensor(1.0).to("lazy"))
+    x[torch.tensor([-2]), torch.tensor([2])] = 4.0  # in range, negative too
+    assert torch.equal(torch.ones(2).to("lazy").add(1).cpu(), torch.full((2,), 2.0))  # nothing deferred
+    assert torch.equal(x.cpu(), torch.tensor([[0.0, 0.0, 4.0], [0.0, 0.0, 0.0]]))
+
+
 @pytest.mark.expect_fallback("aten._pack_padded_sequence", "aten._ctc_loss")
 def test_packed_sequences_and_ctc_loss_take_cpu_lengths_like_cuda(backend):
     """Adversarial sweep: ``pack_padded_sequence`` of a lazy batch raised "batch_sizes should always
