@@ -226,6 +226,11 @@ DECOMPOSED_OPS = (
     # decomposed (``_MASK_INDEXED``), to a gather by rank and a ``where``.
     aten.index_put.default,
     aten._index_put_impl.default,
+    # Accumulating into a bool tensor (``index_put(..., accumulate=True)``, ``scatter_add``):
+    # torch-mlir adds in i1, where True + True is False; eager's bool sum is an OR (the fuzzer:
+    # ``x.index_put((idx,), True, accumulate=True)`` with a repeated index gave False). In int32.
+    aten._unsafe_index_put.default,
+    aten.scatter_add.default,
     # NaN semantics: torch-mlir lowers these with ordered comparisons, so a
     # NaN never wins (clamp([3, nan, 1], -1, 1) gave [1, -1, 1], argmax 0,
     # sort put NaN in the middle). PyTorch propagates NaN and orders it above
@@ -695,6 +700,37 @@ def _mask_indexed(node: Node) -> bool:
     if not isinstance(indices, list | tuple) or not indices or not _is_mask(indices[-1]):
         return False
     return all(i is None for i in indices[:-1])
+
+
+def _bool_accumulation(node: Node) -> bool:
+    """An accumulating ``index_put`` or a ``scatter_add`` into a bool tensor."""
+    x = node.args[0]
+    if not isinstance(x, Output) or x.meta is None or x.meta.dtype != torch.bool:
+        return False
+    if node.op is aten.scatter_add.default:
+        return True
+    return node.kwargs.get("accumulate", node.args[3] if len(node.args) > 3 else False) is True
+
+
+def _index_put_mask_or_bool(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
+                            accumulate: bool = False, unsafe: bool = False) -> torch.Tensor:
+    if x.dtype == torch.bool and accumulate:
+        return _bool_index_put(x, indices, values, accumulate)
+    return _index_put_mask(x, indices, values, accumulate)
+
+
+def _bool_index_put(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
+                    accumulate: bool = False, unsafe: bool = False) -> torch.Tensor:
+    """A bool ``index_put`` accumulated in int32: any True lands as True (eager's bool sum)."""
+    last = indices[-1] if indices else None
+    masked = (isinstance(last, torch.Tensor) and last.dtype in (torch.bool, torch.uint8)
+              and all(i is None for i in indices[:-1]))
+    put = _index_put_mask if masked else aten.index_put
+    return put(x.to(torch.int32), indices, values.to(torch.int32), True) != 0
+
+
+def _bool_scatter_add(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    return aten.scatter_add(x.to(torch.int32), dim, index, src.to(torch.int32)) != 0
 
 
 def _index_put_mask(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
@@ -1919,8 +1955,10 @@ def _table() -> dict[Any, Callable]:
     table[aten.convolution.default] = convolutions.convolution
     table[aten.unsafe_split.Tensor] = _unsafe_split
     table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
-    table[aten.index_put.default] = _index_put_mask
-    table[aten._index_put_impl.default] = _index_put_mask
+    table[aten.index_put.default] = _index_put_mask_or_bool
+    table[aten._index_put_impl.default] = _index_put_mask_or_bool
+    table[aten._unsafe_index_put.default] = _bool_index_put
+    table[aten.scatter_add.default] = _bool_scatter_add
     table[aten.pow.Tensor_Scalar] = pow_tensor_scalar
     table[aten.pow.Tensor_Tensor] = pow_tensor_tensor
     table[aten.pow.Scalar] = pow_scalar
@@ -2104,8 +2142,10 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.gelu.default: _tanh_gelu,
     aten.gelu_backward.default: _tanh_gelu,
     **dict.fromkeys(_NEAREST_BACKWARDS, _non_integer_upsampling),
-    aten.index_put.default: _mask_indexed,
-    aten._index_put_impl.default: _mask_indexed,
+    aten.index_put.default: lambda node: _mask_indexed(node) or _bool_accumulation(node),
+    aten._index_put_impl.default: lambda node: _mask_indexed(node) or _bool_accumulation(node),
+    aten._unsafe_index_put.default: lambda node: _bool_accumulation(node),
+    aten.scatter_add.default: lambda node: _bool_accumulation(node),
     aten.fmod.Tensor: _floor_division_operands,
     aten.fmod.Scalar: _integer_or_floating_result,
     aten.floor_divide.default: _floor_division,

@@ -1802,6 +1802,37 @@ def test_a_variance_with_no_degrees_of_freedom_is_inf_or_nan_like_eagers(name):
     assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()
 
 
+@pytest.mark.parametrize("name", on_backends())
+def test_accumulating_into_a_bool_tensor_is_an_or_like_eagers(name):
+    """Fuzz seed 8802 (programs 1400' and 1689'): ``b.index_put((idx,), True, accumulate=True)``
+    with a repeated index, or onto a True, gave False: torch-mlir adds in i1 (True + True wraps to
+    False), eager's bool sum is an OR. ``scatter_add`` the same. Accumulated in int32 now
+    (lowering/decompositions.py, ``_bool_index_put``); the mask form too. One strict graph."""
+    use_backend(name)
+
+    def program(d: str) -> list[torch.Tensor]:
+        t = torch.tensor
+        ones = torch.ones((2, 1, 3), dtype=torch.bool, device=d)
+        twice = t([1, 1, 2], device=d)
+        mask = t([True, False, True, True], device=d)
+        a = t([True, True, False, False], device=d)
+        a.index_put_((mask,), t([True, False, True], device=d), accumulate=True)  # ``a[mask] += v``, no read
+        return [
+            ones[::2].index_put((torch.zeros(3, dtype=torch.long, device=d),), t(True, device=d), accumulate=True),
+            torch.zeros(4, dtype=torch.bool, device=d).index_put((twice,), t(True, device=d), accumulate=True),
+            torch.zeros(4, dtype=torch.bool, device=d).scatter_add(0, twice, t([True, True, True], device=d)),
+            a,
+            t([[True, False], [True, True]], device=d).index_put_((t([0, 0, 1], device=d), t([0, 0, 1], device=d)),
+                                                               t(True, device=d), accumulate=True),
+        ]
+
+    got = program("lazy")
+    lazy_core.mark_step()
+    for i, (g, w) in enumerate(zip(got, program("cpu"), strict=True)):
+        assert torch.equal(g.cpu(), w), (i, g.cpu(), w)
+    assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()
+
+
 def _seed_1700_p275(d):
     v1 = torch.sqrt(torch.ones((2, 1, 3), dtype=torch.int32, device=d))
     v2 = v1.masked_fill(v1 > 2.0, -1.5)
