@@ -231,6 +231,9 @@ DECOMPOSED_OPS = (
     # ``x.index_put((idx,), True, accumulate=True)`` with a repeated index gave False). In int32.
     aten._unsafe_index_put.default,
     aten.scatter_add.default,
+    # ``scatter_reduce`` of bools the same, and its amax/amin compared them signed (True is -1 in
+    # i1): ``amax`` picked False over True.
+    aten.scatter_reduce.two,
     # NaN semantics: torch-mlir lowers these with ordered comparisons, so a
     # NaN never wins (clamp([3, nan, 1], -1, 1) gave [1, -1, 1], argmax 0,
     # sort put NaN in the middle). PyTorch propagates NaN and orders it above
@@ -709,7 +712,13 @@ def _bool_accumulation(node: Node) -> bool:
         return False
     if node.op is aten.scatter_add.default:
         return True
+    if node.op is aten.scatter_reduce.two:
+        return node.kwargs.get("reduce", node.args[4] if len(node.args) > 4 else None) in _BOOL_REDUCTIONS
     return node.kwargs.get("accumulate", node.args[3] if len(node.args) > 3 else False) is True
+
+
+#: ``scatter_reduce`` modes of bools computed in int32 (0 and 1: an OR, an AND, a max, a min).
+_BOOL_REDUCTIONS = ("sum", "prod", "amax", "amin")
 
 
 def _index_put_mask_or_bool(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
@@ -731,6 +740,12 @@ def _bool_index_put(x: torch.Tensor, indices: list[torch.Tensor | None], values:
 
 def _bool_scatter_add(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     return aten.scatter_add(x.to(torch.int32), dim, index, src.to(torch.int32)) != 0
+
+
+def _bool_scatter_reduce(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, reduce: str,
+                         include_self: bool = True) -> torch.Tensor:
+    return aten.scatter_reduce(x.to(torch.int32), dim, index, src.to(torch.int32), reduce,
+                               include_self=include_self) != 0
 
 
 def _index_put_mask(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
@@ -1610,6 +1625,8 @@ def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate:
     flat = x.reshape(-1)
     index = index.reshape(-1)
     index = torch.where(index < 0, index + flat.shape[0], index)
+    if x.dtype == torch.bool and accumulate:
+        return _bool_index_put(flat, [index], source.reshape(-1), True).view(x.shape)
     return flat.index_put([index], source.reshape(-1).to(x.dtype), accumulate).view(x.shape)
 
 
@@ -1959,6 +1976,7 @@ def _table() -> dict[Any, Callable]:
     table[aten._index_put_impl.default] = _index_put_mask_or_bool
     table[aten._unsafe_index_put.default] = _bool_index_put
     table[aten.scatter_add.default] = _bool_scatter_add
+    table[aten.scatter_reduce.two] = _bool_scatter_reduce
     table[aten.pow.Tensor_Scalar] = pow_tensor_scalar
     table[aten.pow.Tensor_Tensor] = pow_tensor_tensor
     table[aten.pow.Scalar] = pow_scalar
@@ -2146,6 +2164,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._index_put_impl.default: lambda node: _mask_indexed(node) or _bool_accumulation(node),
     aten._unsafe_index_put.default: lambda node: _bool_accumulation(node),
     aten.scatter_add.default: lambda node: _bool_accumulation(node),
+    aten.scatter_reduce.two: lambda node: _bool_accumulation(node),
     aten.fmod.Tensor: _floor_division_operands,
     aten.fmod.Scalar: _integer_or_floating_result,
     aten.floor_divide.default: _floor_division,

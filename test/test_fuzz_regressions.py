@@ -1806,7 +1806,8 @@ def test_a_variance_with_no_degrees_of_freedom_is_inf_or_nan_like_eagers(name):
 def test_accumulating_into_a_bool_tensor_is_an_or_like_eagers(name):
     """Fuzz seed 8802 (programs 1400' and 1689'): ``b.index_put((idx,), True, accumulate=True)``
     with a repeated index, or onto a True, gave False: torch-mlir adds in i1 (True + True wraps to
-    False), eager's bool sum is an OR. ``scatter_add`` the same. Accumulated in int32 now
+    False), eager's bool sum is an OR. ``scatter_add``, ``put_`` and ``scatter_reduce`` the same, and
+    the latter's amax/amin compared bools signed (True is -1 in i1). Computed in int32 now
     (lowering/decompositions.py, ``_bool_index_put``); the mask form too. One strict graph."""
     use_backend(name)
 
@@ -1824,6 +1825,10 @@ def test_accumulating_into_a_bool_tensor_is_an_or_like_eagers(name):
             a,
             t([[True, False], [True, True]], device=d).index_put_((t([0, 0, 1], device=d), t([0, 0, 1], device=d)),
                                                                t(True, device=d), accumulate=True),
+            torch.zeros(4, dtype=torch.bool, device=d).put_(twice, t([True, True, True], device=d), accumulate=True),
+            *(t([True, False, True, False], device=d).scatter_reduce(0, twice, t([True, True, False], device=d),
+                                                                     reduce, include_self=include_self)
+              for reduce in ("sum", "prod", "amax", "amin") for include_self in (True, False)),
         ]
 
     got = program("lazy")
