@@ -206,39 +206,14 @@ def _vit() -> nn.Module:
         intermediate_size=32, num_labels=3))
 
 
-def _albert() -> nn.Module:
-    t = _transformers()
-    return t.AlbertForMaskedLM(t.AlbertConfig(
-        vocab_size=VOCAB, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=16))
+def _hf(model: str, config: str, **settings: object) -> Callable[[], nn.Module]:
+    """A builder of transformers' ``model`` from ``config(**settings)`` (random weights, no download)."""
 
+    def build() -> nn.Module:
+        t = _transformers()
+        return getattr(t, model)(getattr(t, config)(**settings))
 
-def _bart() -> nn.Module:
-    t = _transformers()
-    return t.BartForConditionalGeneration(t.BartConfig(
-        vocab_size=VOCAB, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=16))
-
-
-def _mistral() -> nn.Module:
-    t = _transformers()
-    return t.MistralForCausalLM(t.MistralConfig(
-        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=1,
-        intermediate_size=32, max_position_embeddings=16))
-
-
-def _deberta_v2() -> nn.Module:
-    t = _transformers()
-    return t.DebertaV2ForMaskedLM(t.DebertaV2Config(
-        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=16))
-
-
-def _swin() -> nn.Module:
-    t = _transformers()
-    return t.SwinForImageClassification(t.SwinConfig(
-        image_size=8, patch_size=2, num_channels=3, embed_dim=8, depths=[1, 1], num_heads=[1, 2], window_size=2,
-        num_labels=3))
+    return build
 
 
 def _image_batch(gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -328,11 +303,20 @@ CASES = {
     "llama": Case(_llama, _mlm_batch, mask_reads=2),
     "vit": Case(_vit, _image_batch),
     # Families a session's sweep found training like eager (AdamW, 3 steps, one graph a step).
-    "albert": Case(_albert, _mlm_batch, mask_reads=1),
-    "bart": Case(_bart, _t5_batch, mask_reads=3),
-    "mistral": Case(_mistral, _mlm_batch, mask_reads=2),
-    "deberta-v2": Case(_deberta_v2, _mlm_batch),
-    "swin": Case(_swin, _image_batch),
+    "albert": Case(_hf("AlbertForMaskedLM", "AlbertConfig", vocab_size=VOCAB, embedding_size=8, hidden_size=16,
+                       num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                       max_position_embeddings=16), _mlm_batch, mask_reads=1),
+    "bart": Case(_hf("BartForConditionalGeneration", "BartConfig", vocab_size=VOCAB, d_model=16, encoder_layers=1,
+                     decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                     decoder_ffn_dim=32, max_position_embeddings=16), _t5_batch, mask_reads=3),
+    "mistral": Case(_hf("MistralForCausalLM", "MistralConfig", vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=1, intermediate_size=32,
+                        max_position_embeddings=16), _mlm_batch, mask_reads=2),
+    "deberta-v2": Case(_hf("DebertaV2ForMaskedLM", "DebertaV2Config", vocab_size=VOCAB, hidden_size=16,
+                           num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                           max_position_embeddings=16), _mlm_batch),
+    "swin": Case(_hf("SwinForImageClassification", "SwinConfig", image_size=8, patch_size=2, num_channels=3,
+                     embed_dim=8, depths=[1, 1], num_heads=[1, 2], window_size=2, num_labels=3), _image_batch),
 }
 #: The default run: each compiling backend once, a few models (the rest is ``slow``).
 FAST = {("dropout-mlp", "reference"), ("dropout-mlp", "iree-cpu"), ("bert", "iree-cpu"),
