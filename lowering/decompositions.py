@@ -1151,10 +1151,8 @@ def _no_degrees_of_freedom(op: Any, x: torch.Tensor, dim: Any, keepdim: bool) ->
     # squares / 0, without a division by a constant zero (lavapipe's shaders get it wrong and the
     # graph would be refused on Vulkan): a NaN row fails ``> 0`` and stays NaN.
     var = torch.where(squares > 0, torch.full_like(squares, math.inf), torch.full_like(squares, math.nan))
-    if op is aten.std.correction:
-        return var
-    if op is aten.var.correction:
-        return var
+    if op is not aten.var_mean.correction:
+        return var  # a standard deviation too: the root of inf or NaN is itself
     return var, (mean if keepdim or not dims else mean.reshape(var.shape))
 
 
