@@ -544,6 +544,21 @@ def _guard_linalg_errors(b: _Bound, op: str, loc: Any) -> None:
     _fold(_op(aten.any.default, (_op(aten.ne.Scalar, (info._lz_value(), 0), loc),), loc), _Site(exc, message, op, loc))
 
 
+def _refusing_bool(kernel: str, modes: tuple[str, ...] | None, then: Callable[[_Bound, str, Any], None]
+                   ) -> Callable[[_Bound, str, Any], None]:
+    """``then``, after refusing a bool ``self`` (for ``modes`` of its ``reduce`` only, or all) as
+    the CPU kernel does: ``index_reduce`` and ``scatter_reduce(reduce="mean")`` of bools raise
+    NotImplementedError eagerly, and computed a value here (adversarial sweep)."""
+
+    def guard(b: _Bound, op: str, loc: Any) -> None:
+        self = b.get("self")
+        if getattr(self, "dtype", None) == torch.bool and (modes is None or b.get("reduce") in modes):
+            raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+        then(b, op, loc)
+
+    return guard
+
+
 # Guards by schema name (in-place and out= variants share their op's arguments).
 _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "embedding": _guard_embedding,
@@ -556,10 +571,11 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "gather": _guard_dim_index(RuntimeError),
     "scatter": _guard_dim_index(RuntimeError),
     "scatter_add": _guard_dim_index(RuntimeError),
-    "scatter_reduce": _guard_dim_index(RuntimeError),
+    "scatter_reduce": _refusing_bool("scatter_gather_tensor_cpu_reduce_mean", ("mean",),
+                                     _guard_dim_index(RuntimeError)),
     "index_add": _guard_dim_index(RuntimeError, outer_dims_only=True),
     # The CPU's index_reduce refuses negative indices too, with IndexError (a bad-input sweep).
-    "index_reduce": _guard_dim_index(IndexError, plain="index out of range in self"),
+    "index_reduce": _refusing_bool("index_func_", None, _guard_dim_index(IndexError, plain="index out of range in self")),
     "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): "),
     "index_fill": _guard_dim_index(IndexError, negative_ok=True),
     "index": _guard_indices_list,

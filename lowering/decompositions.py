@@ -1555,6 +1555,8 @@ def _scatter_reduce_mode(x: torch.Tensor, dim: int, index: torch.Tensor, src: to
     """``scatter(..., reduce="add" | "multiply")``: ``scatter_reduce`` with ``self`` included,
     which is what eager's kernel does."""
     mode = {"add": "sum", "multiply": "prod"}[reduce]
+    if x.dtype == torch.bool:
+        return _bool_scatter_reduce(x, dim, index, src, mode)
     return torch.scatter_reduce(x, dim, index, src.to(x.dtype), mode, include_self=True)
 
 

@@ -1807,7 +1807,8 @@ def test_accumulating_into_a_bool_tensor_is_an_or_like_eagers(name):
     """Fuzz seed 8802 (programs 1400' and 1689'): ``b.index_put((idx,), True, accumulate=True)``
     with a repeated index, or onto a True, gave False: torch-mlir adds in i1 (True + True wraps to
     False), eager's bool sum is an OR. ``scatter_add``, ``put_`` and ``scatter_reduce`` the same, and
-    the latter's amax/amin compared bools signed (True is -1 in i1). Computed in int32 now
+    the latter's amax/amin compared bools signed (True is -1 in i1); ``scatter(reduce="add")`` too.
+    Computed in int32 now
     (lowering/decompositions.py, ``_bool_index_put``); the mask form too. One strict graph."""
     use_backend(name)
 
@@ -1829,12 +1830,20 @@ def test_accumulating_into_a_bool_tensor_is_an_or_like_eagers(name):
             *(t([True, False, True, False], device=d).scatter_reduce(0, twice, t([True, True, False], device=d),
                                                                      reduce, include_self=include_self)
               for reduce in ("sum", "prod", "amax", "amin") for include_self in (True, False)),
+            *(t([True, False, True, False], device=d).scatter(0, twice, t([True, True, False], device=d), reduce=r)
+              for r in ("add", "multiply")),
         ]
 
     got = program("lazy")
     lazy_core.mark_step()
     for i, (g, w) in enumerate(zip(got, program("cpu"), strict=True)):
         assert torch.equal(g.cpu(), w), (i, g.cpu(), w)
+    # What eager's kernels refuse for bools (they computed a value): NotImplementedError at the call.
+    b, idx = torch.tensor([True, False]).to("lazy"), torch.tensor([1, 1]).to("lazy")
+    with pytest.raises(NotImplementedError, match="reduce_mean"):
+        b.scatter_reduce(0, idx, b, "mean")
+    with pytest.raises(NotImplementedError, match="index_func_"):
+        b.index_reduce(0, idx, b, "amax")
     assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()
 
 
