@@ -767,17 +767,14 @@ print(ok)
 """
 
 
-_LAVAPIPE_ZERO_DIVISOR = ("lavapipe (Mesa 22.3 gallivm) folds a division by the literal 0 of var's N - 1 "
-                          "for one element: std/var give 0 where eager gives NaN (the literal-zero "
-                          "shortcut of test_lavapipe_multiply_by_a_literal_zero)")
-
-
-@pytest.mark.parametrize("name", on_backends(iree_vulkan=_LAVAPIPE_ZERO_DIVISOR))
+@pytest.mark.parametrize("name", on_backends())
 def test_reductions_over_the_dim_of_a_zero_dim_tensor(name: str) -> None:
     """Fuzz seed 22 (iree-cpu): ``torch.std(x, 0)`` of a 0-d tensor killed the process (SIGSEGV in
     torch-mlir's pipeline to the backend contract); amax/amin/prod/cumsum/any/all over the dim
     of a 0-d tensor failed to compile. They run on a 1-element view (decompositions.py,
-    _on_one_element). The child inherits LAZY_STRICT=1: a compile failure fails it."""
+    _on_one_element). On iree-vulkan std/var gave 0 (lavapipe folds the division by the literal
+    N - 1 = 0); no degrees of freedom now selects NaN with a where (_no_degrees_of_freedom).
+    The child inherits LAZY_STRICT=1: a compile failure fails it."""
     _prints_true_in_a_subprocess(_ZERO_DIM_REDUCTIONS, name)
 
 
