@@ -408,6 +408,10 @@ DECOMPOSED_OPS = (
     aten.relu.default,
     aten.threshold.default,
     aten.threshold_backward.default,
+    # torch-mlir lowers leaky_relu as ``max(0, x) + slope * min(0, x)``: an infinite or NaN
+    # slope gave NaN at every positive x (``inf * 0``), and -0.0 became +0.0. Eager's select on
+    # ``x > 0`` (_leaky_relu).
+    aten.leaky_relu.default,
     # ``sub`` with the integer alpha 0: eager computes ``a + (-alpha) * b`` with -alpha
     # negated as an integer, ``a + 0 * b``; torch-mlir's ``a - 0 * b`` turns
     # ``-0.0 - 0.0`` into -0.0 where eager gives 0.0 (fuzz seed 1100). _ONLY_WHEN: that alpha;
@@ -642,7 +646,8 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten._unsafe_masked_index.default, aten.fl
                                       aten.addmm.default, aten.addbmm.default, aten.baddbmm.default,
                                       *addc.OPS, aten.elu.default, aten.celu.default, *_SCALAR_SHIFTS,
                                       aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar,
-                                      aten.threshold.default, aten.threshold_backward.default, aten.softshrink.default, aten.hardshrink.default,
+                                      aten.threshold.default, aten.threshold_backward.default, aten.softshrink.default,
+                                      aten.leaky_relu.default, aten.hardshrink.default,
                                       aten.hardtanh_backward.default, aten.softplus_backward.default,
                                       aten.softshrink_backward.default, aten.hardshrink_backward.default,
                                       aten.lerp.Scalar, aten.index_add.default, aten.addmv.default,
@@ -1222,6 +1227,20 @@ def _threshold(x: torch.Tensor, threshold: Any, value: Any) -> torch.Tensor:
 def _threshold_backward(grad: torch.Tensor, x: torch.Tensor, threshold: Any) -> torch.Tensor:
     """Eager's kernel: 0 where ``x <= threshold``, else ``grad`` (a NaN ``x`` passes it on)."""
     return grad.masked_fill(x <= _in_dtype_of(x, threshold), 0)
+
+
+def _leaky_relu(x: torch.Tensor, negative_slope: Any = 0.01) -> torch.Tensor:
+    """Eager's kernel: ``x`` above zero, else ``x * negative_slope``. torch-mlir's
+    ``max(0, x) + slope * min(0, x)`` gave NaN at every positive x for an infinite or NaN slope
+    (``inf * 0``) and +0.0 where eager gives -0.0. A constant slope 0 is written without the
+    literal zero lavapipe folds (``x * 0.0`` is 0 there): a zero of x's sign, NaN for NaN and
+    infinities."""
+    if not isinstance(negative_slope, torch.Tensor) and negative_slope == 0:
+        zero = torch.where(_negative(x), torch.full_like(x, -0.0), torch.zeros_like(x))
+        scaled = torch.where(torch.isfinite(x), zero, torch.full_like(x, math.nan))
+    else:
+        scaled = x * negative_slope
+    return torch.where(x > _in_dtype_of(x, 0), x, scaled)
 
 
 def _softshrink(x: torch.Tensor, lambd: Any = 0.5) -> torch.Tensor:
@@ -2067,6 +2086,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.renorm.default] = _renorm
     table[aten.std_mean.correction] = _std_mean
     table[aten.threshold.default] = _threshold
+    table[aten.leaky_relu.default] = in_opmath(_leaky_relu)
     table[aten.threshold_backward.default] = _threshold_backward
     table[aten.sub.Tensor] = table[aten.sub.Scalar] = _sub_integer_zero_alpha
     table[aten.rsub.Scalar] = _rsub_integer_zero_alpha

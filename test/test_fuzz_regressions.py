@@ -718,6 +718,27 @@ def test_threshold_and_relu_backward_keep_nan(name):
     _same(grad("lazy"), grad("cpu"))
 
 
+@pytest.mark.parametrize("name", on_backends())
+def test_leaky_relu_of_an_infinite_slope_keeps_positive_values(name):
+    """An adversarial sweep (session 24): ``F.leaky_relu(x, inf)`` was NaN at every positive x on
+    reference and iree-cpu, and slope 0.0 or -1.0 lost eager's -0.0. Root (torch-mlir): leaky_relu
+    is lowered as ``max(0, x) + slope * min(0, x)`` (``inf * 0`` is NaN); eager selects on
+    ``x > 0``. Decomposed to that select (lowering/decompositions.py, _leaky_relu)."""
+    use_backend(name)
+    x = torch.tensor([-2.0, 0.0, 3.0, -0.0, float("nan"), float("-inf"), 0.5])
+    for slope in (float("inf"), float("-inf"), float("nan"), 0.0, -1.0, 0.01):
+        _same(F.leaky_relu(lazy(x), slope).cpu(), F.leaky_relu(x, slope))
+    half = x.half()
+    _same(F.leaky_relu(lazy(half), 0.3).cpu(), F.leaky_relu(half, 0.3))
+
+    def grad(dev: str) -> torch.Tensor:
+        w = x.clone().to(dev).requires_grad_()
+        (F.leaky_relu(w, float("inf")) * torch.arange(7.0, device=dev)).sum().backward()
+        return w.grad.cpu()
+
+    _same(grad("lazy"), grad("cpu"))
+
+
 _LAVAPIPE_PLUS_ZERO_TIMES = ("lavapipe (Mesa 22.3 gallivm) folds ``x + 0 * y`` to ``x`` (the literal-zero "
                              "shortcut of test_lavapipe_multiply_by_a_literal_zero): -0.0 stays -0.0")
 
