@@ -577,6 +577,8 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     # The CPU's index_reduce refuses negative indices too, with IndexError (a bad-input sweep).
     "index_reduce": _refusing_bool("index_func_", None, _guard_dim_index(IndexError, plain="index out of range in self")),
     "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): "),
+    # The CPU's trace has no bool kernel; lazy summed the diagonal (a reductions sweep).
+    "trace": _refusing_bool("trace", None, lambda b, op, loc: None),
     "index_fill": _guard_dim_index(IndexError, negative_ok=True),
     "index": _guard_indices_list,
     "index_put": _guard_indices_list,
