@@ -109,6 +109,8 @@ _ZERO_DIM_REDUCTIONS = (
     aten.any.dim, aten.all.dim,
 )
 
+_BYTE_TRUTH_REDUCTIONS = (aten.any.default, aten.any.dims, aten.all.default, aten.all.dims)
+
 #: ``torch.norm``'s overloads, decomposed as ``linalg_vector_norm`` is for an infinite order.
 _NORMS = (aten.norm.Scalar, aten.norm.ScalarOpt_dim, aten.norm.ScalarOpt_dtype, aten.norm.ScalarOpt_dim_dtype)
 
@@ -374,6 +376,14 @@ DECOMPOSED_OPS = (
     # failed to compile the others (fuzz seed 22: ``torch.std(x0d, 0)``). Run
     # on a 1-element view (_ONLY_WHEN: a 0-d input and a dim given).
     *_ZERO_DIM_REDUCTIONS,
+    # any/all of uint8 (eager returns uint8): torch-mlir's lowering or-reduced the bytes into an
+    # i1 accumulator, which neither backend compiled ("'arith.ori' op requires the same type");
+    # a reductions sweep. Reduced as ``x != 0``, then cast (_ONLY_WHEN: a uint8 input).
+    *_BYTE_TRUTH_REDUCTIONS,
+    # mean with ``dtype=`` of an integer or bool input: torch-mlir left the dtype constant
+    # unlegalized, so the graph never compiled (a reductions sweep). Eager casts the input to
+    # ``dtype`` first, and so does the decomposition (_ONLY_WHEN: such a dtype and input).
+    aten.mean.dim, aten.mean.default,
     # IREE's atan2 gives NaN for atan2(+-0, +-0) and atan2(+-inf, inf) and
     # drops the sign of y for a -0.0 y or an infinite x (fuzz seed 21):
     # computed on magnitudes, then the quadrant and sign by C99's rules.
@@ -1387,6 +1397,38 @@ def _zero_dim_reduction_or_float32(node: Node) -> bool:
     return _degrees_of_freedom(torch.empty(x.meta.shape, device="meta"), dim, correction) <= 0
 
 
+def _byte_input(node: Node) -> bool:
+    x = node.args[0]
+    return isinstance(x, Output) and x.meta is not None and x.meta.dtype == torch.uint8
+
+
+def _as_truth_values(op: Any, reduce: Callable) -> Callable:
+    """``reduce`` (``op`` or its 0-d form) of a uint8 input run on ``x != 0`` and cast back:
+    eager's any/all of uint8 return uint8 0 or 1."""
+
+    def run(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if x.dtype != torch.uint8:
+            return reduce(x, *args, **kwargs)
+        truth = x != 0
+        inner = _on_one_element(op) if truth.dim() == 0 and op in _ZERO_DIM_REDUCTIONS else op
+        return inner(truth, *args, **kwargs).to(torch.uint8)
+
+    return run
+
+
+def _mean_of_integers_in_dtype(node: Node) -> bool:
+    x, dtype = node.args[0], node.kwargs.get("dtype")
+    return (dtype is not None and isinstance(x, Output) and x.meta is not None
+            and not x.meta.dtype.is_floating_point and not x.meta.dtype.is_complex)
+
+
+def _mean_in_dtype(x: torch.Tensor, dim: Any = None, keepdim: bool = False, *,
+                   dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Eager's mean with ``dtype``: the input cast to ``dtype``, then averaged."""
+    x = x.to(dtype) if dtype is not None else x
+    return torch.mean(x) if dim is None and not keepdim else torch.mean(x, dim, keepdim)
+
+
 def _zero_dim_reduction(node: Node) -> bool:
     """A 0-d input reduced over a dim (the op's ``dim`` argument given and not None)."""
     if not _zero_dim_input(node):
@@ -2028,6 +2070,10 @@ def _table() -> dict[Any, Callable]:
     table[aten.copysign.Tensor] = _copysign
     for op in _ZERO_DIM_REDUCTIONS:
         table[op] = _on_one_element(op)
+    for op in (*_BYTE_TRUTH_REDUCTIONS, aten.any.dim, aten.all.dim):
+        table[op] = _as_truth_values(op, table.get(op, op))
+    table[aten.mean.dim] = _mean_in_dtype
+    table[aten.mean.default] = _mean_in_dtype
     for op in _VARIANCES:
         table[op] = _scaled_variance(op)
     table[aten.cumsum.default] = _cumsum
@@ -2205,6 +2251,11 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._softmax_backward_data.default: _zero_dim_input,
     aten._log_softmax_backward_data.default: _zero_dim_input,
     **dict.fromkeys(_ZERO_DIM_REDUCTIONS, _zero_dim_reduction),
+    **dict.fromkeys(_BYTE_TRUTH_REDUCTIONS, _byte_input),
+    aten.any.dim: lambda node: _zero_dim_reduction(node) or _byte_input(node),
+    aten.all.dim: lambda node: _zero_dim_reduction(node) or _byte_input(node),
+    aten.mean.dim: _mean_of_integers_in_dtype,
+    aten.mean.default: _mean_of_integers_in_dtype,
     **dict.fromkeys(_VARIANCES, _zero_dim_reduction_or_float32),
     aten.cumsum.default: _floating_cumsum,
     aten.cumprod.default: lambda node: (_zero_dim_reduction(node) or node.kwargs.get("dtype") is not None

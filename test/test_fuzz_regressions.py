@@ -739,6 +739,27 @@ def test_leaky_relu_of_an_infinite_slope_keeps_positive_values(name):
     _same(grad("lazy"), grad("cpu"))
 
 
+@pytest.mark.filterwarnings("ignore:.*recompile storm")  # one small graph per case, on purpose
+@pytest.mark.parametrize("name", on_backends())
+def test_byte_any_all_and_integer_mean_with_a_dtype_compile(name):
+    """A reductions sweep (session 25), strict: ``any``/``all`` of uint8 (eager returns uint8) and
+    ``mean(dtype=...)`` of an integer or bool input never compiled on reference or IREE
+    (torch-mlir: an i1 accumulator for uint8 bytes; an unlegalized dtype constant), so each ran
+    on the CPU. Decomposed (lowering/decompositions.py: _as_truth_values, _mean_in_dtype)."""
+    use_backend(name)
+    u0, u2 = torch.tensor(7, dtype=torch.uint8), torch.tensor([[0, 3], [0, 0]], dtype=torch.uint8)
+    for f in (lambda t: t.any(0), lambda t: t.all(), lambda t: t.any((0,)), lambda t: torch.all(t, 0, keepdim=True)):
+        for x in (u0, u2):
+            got, want = f(lazy(x)).cpu(), f(x)
+            assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+    for x in (torch.tensor([[1, 2], [3, 5]]), torch.tensor([[True, False], [True, True]])):
+        for f in (lambda t: t.mean(dtype=torch.float32), lambda t: t.mean(1, True, dtype=torch.float16),
+                  lambda t: t.mean((0, 1), dtype=torch.float32)):
+            _same(f(lazy(x)).cpu(), f(x))
+    with pytest.raises(RuntimeError, match="could not infer output dtype"):
+        lazy(torch.tensor([1, 2])).mean(dtype=torch.int64)
+
+
 _LAVAPIPE_PLUS_ZERO_TIMES = ("lavapipe (Mesa 22.3 gallivm) folds ``x + 0 * y`` to ``x`` (the literal-zero "
                              "shortcut of test_lavapipe_multiply_by_a_literal_zero): -0.0 stays -0.0")
 
