@@ -384,6 +384,10 @@ DECOMPOSED_OPS = (
     # unlegalized, so the graph never compiled (a reductions sweep). Eager casts the input to
     # ``dtype`` first, and so does the decomposition (_ONLY_WHEN: such a dtype and input).
     aten.mean.dim, aten.mean.default,
+    # flip and gather of a 0-d tensor: torch-mlir's linalg lowering has no 0-d form ("failed to
+    # legalize operation 'torch.aten.flip'"), so the graph never compiled. A copy, and a gather
+    # from a 1-element view (_ONLY_WHEN: a 0-d input).
+    aten.flip.default, aten.gather.default,
     # IREE's atan2 gives NaN for atan2(+-0, +-0) and atan2(+-inf, inf) and
     # drops the sign of y for a -0.0 y or an infinite x (fuzz seed 21):
     # computed on magnitudes, then the quadrant and sign by C99's rules.
@@ -1416,6 +1420,12 @@ def _as_truth_values(op: Any, reduce: Callable) -> Callable:
     return run
 
 
+def _gather_from_a_scalar(x: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bool = False
+                          ) -> torch.Tensor:
+    """gather of a 0-d ``x``: every (valid, checked at the call) index names its one element."""
+    return torch.gather(x.reshape(1), 0, index.reshape(-1)).reshape(index.shape)
+
+
 def _mean_of_integers_in_dtype(node: Node) -> bool:
     x, dtype = node.args[0], node.kwargs.get("dtype")
     return (dtype is not None and isinstance(x, Output) and x.meta is not None
@@ -2073,6 +2083,8 @@ def _table() -> dict[Any, Callable]:
     for op in (*_BYTE_TRUTH_REDUCTIONS, aten.any.dim, aten.all.dim):
         table[op] = _as_truth_values(op, table.get(op, op))
     table[aten.mean.dim] = _mean_in_dtype
+    table[aten.flip.default] = lambda x, dims: x.clone()
+    table[aten.gather.default] = _gather_from_a_scalar
     table[aten.mean.default] = _mean_in_dtype
     for op in _VARIANCES:
         table[op] = _scaled_variance(op)
@@ -2255,6 +2267,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.any.dim: lambda node: _zero_dim_reduction(node) or _byte_input(node),
     aten.all.dim: lambda node: _zero_dim_reduction(node) or _byte_input(node),
     aten.mean.dim: _mean_of_integers_in_dtype,
+    aten.flip.default: _zero_dim_input,
+    aten.gather.default: _zero_dim_input,
     aten.mean.default: _mean_of_integers_in_dtype,
     **dict.fromkeys(_VARIANCES, _zero_dim_reduction_or_float32),
     aten.cumsum.default: _floating_cumsum,
@@ -2303,7 +2317,9 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys(_EMBEDDING_BAGS, _plain_embedding_bag),
     aten._embedding_bag_backward.default: _plain_embedding_bag,
     aten._embedding_bag_per_sample_weights_backward.default: _plain_embedding_bag,
-    **dict.fromkeys(_MEDIANS, _nonempty_median),
+    aten.median.dim: _nonempty_median,
+    # An empty input too: eager's filler (_median).
+    aten.median.default: lambda node: True,
     aten.kthvalue.default: _kthvalue_in_range,
     **dict.fromkeys((aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
                      aten._linalg_det.default), empty_contractions.applies),
@@ -2667,7 +2683,15 @@ def _kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False) -> 
     return values, indices
 
 
+#: What the CPU's median of an empty integer or bool tensor returns: its NaN filler converted
+#: (x86's truncation: the most negative value for 32 and 64 bits, 0 for narrower, True for bool).
+_EMPTY_MEDIAN = {torch.int64: -2**63, torch.int32: -2**31, torch.int16: 0, torch.int8: 0, torch.uint8: 0,
+                 torch.bool: True}
+
+
 def _median(x: torch.Tensor) -> torch.Tensor:
+    if x.numel() == 0:  # eager's filler; torch-mlir has nothing to sort and failed to compile
+        return torch.full((), _EMPTY_MEDIAN.get(x.dtype, math.nan), dtype=x.dtype)
     return _median_dim(x.reshape(-1), 0)[0]
 
 

@@ -760,6 +760,24 @@ def test_byte_any_all_and_integer_mean_with_a_dtype_compile(name):
         lazy(torch.tensor([1, 2])).mean(dtype=torch.int64)
 
 
+@pytest.mark.filterwarnings("ignore:.*recompile storm")  # one small graph per case, on purpose
+@pytest.mark.parametrize("name", on_backends())
+def test_median_of_nothing_and_flip_gather_of_a_scalar_compile(name):
+    """Strict compile failures left by session 24's adversary: ``median()`` of an empty tensor
+    (eager: NaN, or its NaN filler converted for integers), ``flip``/``gather`` of a 0-d tensor
+    (torch-mlir has no 0-d lowering). Each graph ran on the CPU; now each compiles."""
+    use_backend(name)
+    for dt in (torch.float32, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool):
+        empty = torch.empty(0, 3, dtype=dt)
+        got, want = lazy(empty).median().cpu(), empty.median()
+        assert got.dtype == want.dtype and torch.equal(got.isnan(), want.isnan()), (dt, got, want)
+        assert torch.equal(got.nan_to_num(), want.nan_to_num()), (dt, got, want)
+    x = torch.tensor([1.5, 2.0, -3.0])
+    _same(lazy(x).sum().flip(0).cpu(), x.sum().flip(0))
+    for index in (torch.tensor(0), torch.tensor([0, 0, -0])):
+        _same(torch.gather(lazy(x).sum(), 0, lazy(index)).cpu(), torch.gather(x.sum(), 0, index))
+
+
 _LAVAPIPE_PLUS_ZERO_TIMES = ("lavapipe (Mesa 22.3 gallivm) folds ``x + 0 * y`` to ``x`` (the literal-zero "
                              "shortcut of test_lavapipe_multiply_by_a_literal_zero): -0.0 stays -0.0")
 
