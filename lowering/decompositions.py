@@ -92,8 +92,8 @@ NAN_DECOMPOSED_OPS = (
     aten.sort.stable,
     aten.topk.default,
     # ``median``: no torch-dialect op, so every graph holding one was cut around an eager call.
-    # Through the NaN-aware sort (_ONLY_WHEN: a non-empty reduction; eager raises or returns a
-    # filler for empty ones, which the eager call keeps). ``nanmedian`` stays eager: for an all-NaN
+    # Through the NaN-aware sort; ``median()`` of an empty tensor is eager's filler (_median);
+    # ``median(dim)`` only over a non-empty reduction (_ONLY_WHEN: eager raises for an empty one). ``nanmedian`` stays eager: for an all-NaN
     # row the CPU kernel's index is wherever its nth_element left a NaN (5 of 7 in one test).
     *_MEDIANS,
     # ``kthvalue``: torch-mlir lowers it to ``tm_tensor.topk``, which IREE rejects ("region block
@@ -1255,20 +1255,22 @@ def _leaky_relu(x: torch.Tensor, negative_slope: Any = 0.01) -> torch.Tensor:
     (``inf * 0``) and +0.0 where eager gives -0.0. A constant slope 0 is written without the
     literal zero lavapipe folds (``x * 0.0`` is 0 there): a zero of x's sign, NaN for NaN and
     infinities."""
-    if not isinstance(negative_slope, torch.Tensor) and negative_slope == 0:
-        zero = torch.where(_negative(x), torch.full_like(x, -0.0), torch.zeros_like(x))
-        scaled = torch.where(torch.isfinite(x), zero, torch.full_like(x, math.nan))
-    else:
-        scaled = x * negative_slope
+    zero_slope = not isinstance(negative_slope, torch.Tensor) and negative_slope == 0
+    scaled = _times_zero(x) if zero_slope else x * negative_slope
     return torch.where(x > _in_dtype_of(x, 0), x, scaled)
+
+
+def _times_zero(x: torch.Tensor) -> torch.Tensor:
+    """``x * 0.0`` without the literal zero lavapipe folds (to 0): a zero of x's sign, NaN for
+    NaN and infinities."""
+    zero = torch.where(_negative(x), torch.full_like(x, -0.0), torch.zeros_like(x))
+    return torch.where(torch.isfinite(x), zero, torch.full_like(x, math.nan))
 
 
 def _softshrink(x: torch.Tensor, lambd: Any = 0.5) -> torch.Tensor:
     """Eager's kernel: ``x - lambd`` above lambd, ``x + lambd`` below -lambd, else ``x * 0``
     (a zero of x's sign, or NaN), written without the literal 0 that lavapipe folds."""
-    zero = torch.where(_negative(x), torch.full_like(x, -0.0), torch.zeros_like(x))
-    middle = torch.where(torch.isnan(x), x, zero)
-    return torch.where(x > lambd, x - lambd, torch.where(x < -lambd, x + lambd, middle))
+    return torch.where(x > lambd, x - lambd, torch.where(x < -lambd, x + lambd, _times_zero(x)))
 
 
 def _hardshrink(x: torch.Tensor, lambd: Any = 0.5) -> torch.Tensor:
@@ -2102,11 +2104,10 @@ def _table() -> dict[Any, Callable]:
         table[op] = _on_one_element(op)
     for op in (*_BYTE_TRUTH_REDUCTIONS, aten.any.dim, aten.all.dim):
         table[op] = _as_truth_values(op, table.get(op, op))
-    table[aten.mean.dim] = _mean_in_dtype
+    table[aten.mean.dim] = table[aten.mean.default] = _mean_in_dtype
     table[aten.flip.default] = lambda x, dims: x.clone()
     table[aten.unfold.default] = _unfold_covered
     table[aten.gather.default] = _gather_from_a_scalar
-    table[aten.mean.default] = _mean_in_dtype
     for op in _VARIANCES:
         table[op] = _scaled_variance(op)
     table[aten.cumsum.default] = _cumsum
