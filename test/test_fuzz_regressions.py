@@ -797,6 +797,31 @@ def test_unfold_whose_windows_leave_a_remainder_compiles(name):
     _same(grad("lazy"), grad("cpu"))
 
 
+_IREE_SELF_COPY = ("open (found by fuzz, session 25): IREE's runtime refuses the graph's copy of an in-place "
+                   "output onto its own input buffer ('source and target ranges overlap within the same buffer')")
+
+
+# Not strict: whether the runtime sees the self-copy may depend on which buffers other tests left
+# shared in the worker; a fix turns these into plain passes (then drop the marks).
+@pytest.mark.parametrize("name", [pytest.param(b, id=b, marks=pytest.mark.xfail(strict=False, reason=_IREE_SELF_COPY))
+                                  if b.startswith("iree-") else pytest.param(b, id=b) for b in requested_backends()])
+def test_in_place_add_of_an_uploaded_bool_beside_other_outputs(name):
+    """Fuzz (iree-cpu, ``--seeds 2``, seed 0 program 115): a bool ``add_`` of itself, read with
+    other outputs of one ``mark_step``, raised at run time on iree-cpu; eager works."""
+    use_backend(name)
+
+    def program(dev: str) -> list[torch.Tensor]:
+        v0 = torch.full((2, 3, 4), True, device=dev)
+        v1 = torch.tensor([False, False, True], device=dev)
+        v1.add_(v1)
+        return [v0, v1, v0.to(torch.int32), torch.stack([v1, v1], -1)]
+
+    got = program("lazy")
+    lazy_core.mark_step()
+    for g, w in zip(got, program("cpu"), strict=True):
+        assert torch.equal(g.cpu(), w), (g, w)
+
+
 _LAVAPIPE_PLUS_ZERO_TIMES = ("lavapipe (Mesa 22.3 gallivm) folds ``x + 0 * y`` to ``x`` (the literal-zero "
                              "shortcut of test_lavapipe_multiply_by_a_literal_zero): -0.0 stays -0.0")
 
