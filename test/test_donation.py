@@ -188,6 +188,34 @@ def test_an_update_that_leaves_the_value_unchanged_runs(backend, update) -> None
         assert n.cpu().tolist() == [5] and s.item() == want.sum().item()
 
 
+BOOL_IDENTITY_UPDATES = {
+    "add_(m)": lambda m: m.add_(m),
+    "logical_or_(m)": lambda m: m.logical_or_(m),
+    "mul_(m)": lambda m: m.mul_(m),
+    "&= True": lambda m: m.bitwise_and_(True),
+    "^= False": lambda m: m.bitwise_xor_(False),
+    "ne(False)": lambda m: m.copy_(m.ne(False)),
+}
+
+
+@pytest.mark.parametrize("update", BOOL_IDENTITY_UPDATES.values(), ids=BOOL_IDENTITY_UPDATES.keys())
+def test_a_bool_update_that_folds_to_its_operand_runs(backend, update) -> None:
+    """The same self-copy for a bool mask updated in place (fuzz: ``v.add_(v)``, which lowers to
+    ``v | v``): on i1 nearly every op may fold to an operand, so bool arguments are not donated
+    (``backends.iree.donation._BOOL_ELEMENT``)."""
+    want = torch.tensor([False, True, True, False])
+    m = want.to("lazy")
+    lazy_core.mark_step()
+    for _ in range(2):
+        update(want)
+        update(m)
+        n = torch.zeros(1, dtype=torch.int64, device="lazy") + 5  # a second execution region
+        s = m.sum()  # another reader of the new value
+        lazy_core.mark_step()
+        assert torch.equal(m.cpu(), want)
+        assert n.cpu().tolist() == [5] and s.item() == want.sum().item()
+
+
 def test_results_iree_may_fold_to_the_argument_are_told_apart() -> None:
     """The rule behind the test above, on torch-dialect forms: a result that IREE may fold to
     the donated argument is not donated; one that computes a new value still is."""

@@ -100,6 +100,8 @@ def donate_arguments(mlir: str, func_name: str, donated: Mapping[int, int]) -> t
                 continue
             if _INTEGER_ELEMENT.search(str(arg.type)):
                 continue  # IREE's torch input rejects a mutable integer argument (``_INTEGER_ELEMENT``)
+            if _BOOL_ELEMENT.search(str(arg.type)):
+                continue  # too many bool ops fold to their operand (``_BOOL_ELEMENT``)
             if _may_fold_to_argument(value, arg):
                 continue  # nothing to write, and IREE would copy the buffer onto itself (``_IDENTITY_WHEN``)
             chain = _safe_in_place(arg, value, ret)
@@ -140,6 +142,13 @@ def donate_arguments(mlir: str, func_name: str, donated: Mapping[int, int]) -> t
 #: donation. BatchNorm's ``num_batches_tracked`` is one, so a model with BatchNorm donated none of
 #: its momentum buffers (a small ResNet on iree-cpu: 1 donating graph of 2, now 2).
 _INTEGER_ELEMENT = re.compile(r",[su]i\d+>$")
+#: A bool element type. On i1 nearly every op can fold to one of its operands (``x | x``,
+#: ``x & x``, ``x * x``, ``x & True``, ``x ^ False``, ``x != False``, ``x + x`` lowered to ``or``),
+#: and a donated result that folds to its own argument is a self-copy IREE's runtime refuses
+#: (``_IDENTITY_WHEN``): fuzz found ``v.add_(v)`` of a bool failing its whole ``mark_step`` on
+#: iree-cpu and iree-vulkan. Listing every such fold is a losing game, and a bool tensor is a mask
+#: or a flag, never the optimizer state donation is for, so bool arguments are not donated.
+_BOOL_ELEMENT = re.compile(r",i1>$")
 
 
 # Ops computed element by element (the operand read at the result's own
