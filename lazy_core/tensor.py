@@ -11,6 +11,7 @@ eagerly on the CPU through ``lazy_core.fallback``.
 
 from __future__ import annotations
 
+import copy as _copy
 import functools
 import math
 import warnings
@@ -63,6 +64,18 @@ def lazy_device(index: int = 0) -> torch.device:
         _registry.check_device_index(index)
         dev = _devices[index] = torch.device(LAZY, index)
     return dev
+
+
+def _is_parameter(t: torch.Tensor) -> bool:
+    """``nn.Parameter(lazy)`` is the lazy tensor itself, marked ``_is_param`` (how PyTorch makes
+    a Parameter of a tensor subclass); ``isinstance(t, nn.Parameter)`` reads that mark."""
+    return isinstance(t, torch.nn.Parameter)
+
+
+def _user_attributes(t: torch.Tensor) -> dict[str, Any]:
+    """Attributes set on ``t`` by its users (``p.no_decay = True``), without this module's own
+    state and the Parameter mark (a copy that is a Parameter is made one by ``nn.Parameter``)."""
+    return {k: v for k, v in t.__dict__.items() if not k.startswith("_lz_") and k != "_is_param"}
 
 
 class LazyTensor(torch.Tensor):
@@ -265,8 +278,15 @@ class LazyTensor(torch.Tensor):
         return arr.astype(dtype, copy=False) if dtype is not None else arr
 
     def __reduce_ex__(self, proto: int) -> Any:
-        # Saved as CPU tensors: a checkpoint must not depend on a live backend.
-        return materialize(self, "save").detach().clone().requires_grad_(self.requires_grad).__reduce_ex__(proto)
+        # Saved as CPU tensors: a checkpoint must not depend on a live backend. A Parameter
+        # stays one, and attributes set on the tensor travel with it, as eager saves them.
+        host = materialize(self, "save").detach().clone()
+        if _is_parameter(self):
+            host = torch.nn.Parameter(host, self.requires_grad)
+        else:
+            host.requires_grad_(self.requires_grad)
+        host.__dict__.update(_user_attributes(self))
+        return host.__reduce_ex__(proto)
 
     # Storage identity for libraries that look for shared tensors (safetensors,
     # save_pretrained): stand-in addresses, never memory (lazy_core.interop).
@@ -280,12 +300,26 @@ class LazyTensor(torch.Tensor):
         return interop.storage_offset(self)
 
     def __deepcopy__(self, memo: dict) -> Any:
-        copy = dispatch(aten.clone.default, (self.detach(),), {})
-        copy.requires_grad_(self.requires_grad)
-        if type(self) is not LazyTensor and isinstance(self, torch.nn.Parameter):
-            copy = torch.nn.Parameter(copy, self.requires_grad)
-        memo[id(self)] = copy
-        return copy
+        """``torch.Tensor.__deepcopy__`` for a device without storages (PyTorch clones ``lazy``
+        and ``xla`` tensors too, so views do not share after the copy), with the rest of its
+        contract: non-leaf tensors are refused, ``grad`` and attributes are copied, and a
+        Parameter is copied as ``nn.Parameter.__deepcopy__`` does (a Parameter again, no grad)."""
+        if not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                "protocol at the moment.  If you were attempting to deepcopy a module, this may be "
+                "because of a torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+        copied = dispatch(aten.clone.default, (self.detach(),), {})
+        if _is_parameter(self):
+            copied = torch.nn.Parameter(copied, self.requires_grad)
+            memo[id(self)] = copied
+            return copied
+        copied.requires_grad_(self.requires_grad)
+        memo[id(self)] = copied
+        if self.grad is not None:
+            copied.grad = _copy.deepcopy(self.grad, memo)
+        copied.__dict__.update(_copy.deepcopy(_user_attributes(self), memo))
+        return copied
 
 
 # ---------------------------------------------------------------------------

@@ -126,6 +126,53 @@ def test_torch_save_of_lazy_tensors_loads_on_cpu(eager_backend: lazy_core.Backen
     torch.testing.assert_close(loaded["x"], x.cpu())
 
 
+def _copies_and_checkpoints(dev: str, tmp_path: os.PathLike) -> list[tuple]:
+    """What ``deepcopy`` and a ``torch.save``/``torch.load`` round trip keep of tensors made on ``dev``."""
+    import copy
+
+    torch.manual_seed(0)
+    rows: list[tuple] = []
+    w = torch.randn(3, device=dev, requires_grad=True)
+    (w * 2).sum().backward()
+    w.note = "kept"
+    c = copy.deepcopy(w)
+    rows.append(("tensor", isinstance(c, torch.nn.Parameter), getattr(c, "note", None), c.requires_grad, c.is_leaf,
+                 c.grad is not None and torch.equal(c.grad.cpu(), w.grad.cpu())))
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(w * 2)
+    p = torch.nn.Parameter(torch.randn(2, device=dev))
+    (p * 3).sum().backward()
+    p.no_decay = True
+    q = copy.deepcopy(p)
+    rows.append(("parameter", isinstance(q, torch.nn.Parameter), q.grad, getattr(q, "no_decay", None), q.requires_grad))
+    m = copy.deepcopy(torch.nn.Linear(2, 2).to(dev))
+    rows.append(("module", [isinstance(x, torch.nn.Parameter) for x in m.parameters()]))
+    z = torch.zeros(2, device=dev)
+    z.tag = [1]
+    pair = copy.deepcopy([z, z])
+    rows.append(("memo", pair[0] is pair[1], pair[0].tag))
+    for i, obj in enumerate((w, p, {"a": p, "b": p})):
+        path = os.path.join(tmp_path, f"{dev}{i}.pt")
+        torch.save(obj, path)
+        got = torch.load(path)  # weights_only, PyTorch's default
+        if isinstance(got, dict):
+            rows.append(("saved dict", got["a"] is got["b"], isinstance(got["a"], torch.nn.Parameter)))
+        else:
+            rows.append(("saved", isinstance(got, torch.nn.Parameter), getattr(got, "note", None),
+                         getattr(got, "no_decay", None), got.requires_grad, got.device.type))
+    return rows
+
+
+def test_deepcopy_and_save_keep_what_eager_keeps(some_backend: lazy_core.BackendImpl, tmp_path: os.PathLike) -> None:
+    """``copy.deepcopy`` of a lazy Parameter returned a plain tensor (``isinstance(q,
+    nn.Parameter)`` False), dropped ``grad`` and attributes such as ``p.no_decay``, and copied a
+    non-leaf tensor eager refuses; ``torch.save`` of a lazy Parameter loaded as a plain tensor
+    without its attributes. Each now keeps what the CPU keeps (``LazyTensor.__deepcopy__``,
+    ``__reduce_ex__``). Views still do not share after a deepcopy: PyTorch clones ``lazy`` and
+    ``xla`` tensors the same way."""
+    assert _copies_and_checkpoints("lazy", tmp_path) == _copies_and_checkpoints("cpu", tmp_path)
+
+
 def test_a_zero_dim_tensor_formats_as_its_number(eager_backend: lazy_core.BackendImpl) -> None:
     """``f"{loss:.4f}"`` raised "unsupported format string passed to LazyTensor.__format__"
     (found by the adversarial sweep): PyTorch formats a 0-d tensor as its number only when its
