@@ -299,6 +299,19 @@ class LazyTensor(torch.Tensor):
     def storage_offset(self) -> int:
         return interop.storage_offset(self)
 
+    def __copy__(self) -> Any:
+        """``copy.copy``: a new tensor over the same storage, as eager's rebuild from the same
+        storage is (a write through either is seen by both), a leaf with the same
+        ``requires_grad`` and attributes; a Parameter again. (Without this, ``copy.copy`` went
+        through ``__reduce_ex__`` and returned a detached CPU copy.)"""
+        alias = self.detach()
+        if _is_parameter(self):
+            alias = torch.nn.Parameter(alias, self.requires_grad)
+        else:
+            alias.requires_grad_(self.requires_grad)
+        alias.__dict__.update(_user_attributes(self))
+        return alias
+
     def __deepcopy__(self, memo: dict) -> Any:
         """``torch.Tensor.__deepcopy__`` for a device without storages (PyTorch clones ``lazy``
         and ``xla`` tensors too, so views do not share after the copy), with the rest of its

@@ -151,6 +151,12 @@ def _copies_and_checkpoints(dev: str, tmp_path: os.PathLike) -> list[tuple]:
     z.tag = [1]
     pair = copy.deepcopy([z, z])
     rows.append(("memo", pair[0] is pair[1], pair[0].tag))
+    shallow = copy.copy(w)  # the same storage: a write through the copy is seen by ``w``
+    with torch.no_grad():
+        shallow.add_(1)
+    rows.append(("copy", shallow.device == w.device, torch.equal(w.detach().cpu(), shallow.detach().cpu()),
+                 shallow.requires_grad, shallow.is_leaf, getattr(shallow, "note", None)))
+    rows.append(("copy parameter", isinstance(copy.copy(p), torch.nn.Parameter), copy.copy(w * 2).is_leaf))
     for i, obj in enumerate((w, p, {"a": p, "b": p})):
         path = os.path.join(tmp_path, f"{dev}{i}.pt")
         torch.save(obj, path)
@@ -167,8 +173,8 @@ def test_deepcopy_and_save_keep_what_eager_keeps(some_backend: lazy_core.Backend
     """``copy.deepcopy`` of a lazy Parameter returned a plain tensor (``isinstance(q,
     nn.Parameter)`` False), dropped ``grad`` and attributes such as ``p.no_decay``, and copied a
     non-leaf tensor eager refuses; ``torch.save`` of a lazy Parameter loaded as a plain tensor
-    without its attributes. Each now keeps what the CPU keeps (``LazyTensor.__deepcopy__``,
-    ``__reduce_ex__``). Views still do not share after a deepcopy: PyTorch clones ``lazy`` and
+    without its attributes; ``copy.copy`` returned a detached CPU tensor. Each now keeps what the
+    CPU keeps (``LazyTensor.__deepcopy__``, ``__copy__``, ``__reduce_ex__``). Views still do not share after a deepcopy: PyTorch clones ``lazy`` and
     ``xla`` tensors the same way."""
     assert _copies_and_checkpoints("lazy", tmp_path) == _copies_and_checkpoints("cpu", tmp_path)
 
