@@ -559,6 +559,18 @@ def _refusing_bool(kernel: str, modes: tuple[str, ...] | None, then: Callable[[_
     return guard
 
 
+def _refusing_bool_result(kernel: str) -> Callable[[_Bound, str, Any], None]:
+    """Refuse ``dtype=torch.bool`` as the CPU kernel does: ``cumsum``/``cumprod`` have no bool
+    loop and raise NotImplementedError eagerly; lazy computed a value or failed to compile
+    (the int64 OpInfo sweep)."""
+
+    def guard(b: _Bound, op: str, loc: Any) -> None:
+        if b.get("dtype") == torch.bool:
+            raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+
+    return guard
+
+
 # Guards by schema name (in-place and out= variants share their op's arguments).
 _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "embedding": _guard_embedding,
@@ -579,6 +591,8 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): "),
     # The CPU's trace has no bool kernel; lazy summed the diagonal (a reductions sweep).
     "trace": _refusing_bool("trace", None, lambda b, op, loc: None),
+    "cumsum": _refusing_bool_result("cumsum_out_cpu"),
+    "cumprod": _refusing_bool_result("cumprod_out_cpu"),
     "index_fill": _guard_dim_index(IndexError, negative_ok=True),
     "index": _guard_indices_list,
     "index_put": _guard_indices_list,

@@ -552,6 +552,9 @@ DECOMPOSED_OPS = (
     # form). A sum of the NaN-zeroed value; a scatter-add of ``alpha * source``.
     aten.nansum.default,
     aten.index_add.default,
+    # ``sum(dtype=torch.bool)``: eager adds bools as an OR (True + True is True); torch-mlir adds
+    # in i1, where it wraps (two Trues summed to False: the int64 OpInfo sweep). _ONLY_WHEN.
+    aten.sum.default, aten.sum.dim_IntList,
     # Affine quantization (PT2E's ``quantized_decomposed`` ops, QAT's fake quantization): no
     # torch-dialect op, so each ran eagerly and cut the graph; plain arithmetic
     # (lowering/quantized.py). ``grid_sampler_2d`` (``F.grid_sample``, spatial transformers):
@@ -771,6 +774,60 @@ def _bool_scatter_reduce(x: torch.Tensor, dim: int, index: torch.Tensor, src: to
                          include_self: bool = True) -> torch.Tensor:
     return aten.scatter_reduce(x.to(torch.int32), dim, index, src.to(torch.int32), reduce,
                                include_self=include_self) != 0
+
+
+def _integer_scatter_mean(node: Node) -> bool:
+    """A ``scatter_reduce(reduce="mean")`` into an integer (not bool) tensor."""
+    x = node.args[0]
+    reduce = node.kwargs.get("reduce", node.args[4] if len(node.args) > 4 else None)
+    return (reduce == "mean" and isinstance(x, Output) and x.meta is not None and x.meta.dtype != torch.bool
+            and not x.meta.dtype.is_floating_point and not x.meta.dtype.is_complex)
+
+
+def _scatter_reduce_exactly(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, reduce: str,
+                            include_self: bool = True) -> torch.Tensor:
+    """``scatter_reduce`` where torch-mlir's differs from eager's: accumulating bools
+    (``_bool_scatter_reduce``) and an integer ``mean``, which eager floors (``sum // count``:
+    ``(0 - 3) / 2`` is -2) and torch-mlir truncated to -1 (the int64 OpInfo sweep)."""
+    if x.dtype == torch.bool:
+        return _bool_scatter_reduce(x, dim, index, src, reduce, include_self)
+    if reduce != "mean" or x.dtype.is_floating_point or x.dtype.is_complex:
+        return aten.scatter_reduce(x, dim, index, src, reduce, include_self=include_self)
+    total = aten.scatter_reduce(x, dim, index, src.to(x.dtype), "sum", include_self=include_self)
+    count = torch.full(x.shape, 1 if include_self else 0, dtype=torch.int64, device=x.device)
+    count = count.scatter_add(dim, index, torch.ones(index.shape, dtype=torch.int64, device=x.device))
+    mean = torch.div(total.to(torch.int64), count.clamp(min=1), rounding_mode="floor").to(x.dtype)
+    return torch.where(count > 0, mean, x)
+
+
+def _sum_as_bools(x: torch.Tensor, dim: Any = None, keepdim: bool = False, *,
+                  dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``sum(dtype=torch.bool)`` as eager computes it: the values as bools, added as an OR."""
+    counts = (x != 0).to(torch.int32)
+    total = aten.sum.default(counts) if dim is None and not keepdim else aten.sum.dim_IntList(counts, dim, keepdim)
+    return total != 0
+
+
+def _nested_when(fn: Callable, applies: Callable[..., bool]) -> Callable:
+    """``fn`` inside another decomposition where ``applies`` to the traced arguments (the
+    ``_ONLY_WHEN`` test, made on values); otherwise the op stays whole. Without it, the bool
+    ``index_put(accumulate=True)`` that ``_unsafe_masked_index_put_accumulate`` makes summed in
+    i1 (True + True gave False: the int64 OpInfo sweep)."""
+
+    def nested(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs) if applies(*args, **kwargs) else NotImplemented
+
+    return nested
+
+
+def _accumulates_into_bools(x: torch.Tensor, indices: Any, values: Any, accumulate: bool = False,
+                            *rest: Any, **kwargs: Any) -> bool:
+    return x.dtype == torch.bool and bool(accumulate)
+
+
+def _reduces_exactly(x: torch.Tensor, dim: int, index: Any, src: Any, reduce: str, *rest: Any, **kwargs: Any) -> bool:
+    integer = not x.dtype.is_floating_point and not x.dtype.is_complex
+    return (x.dtype == torch.bool and reduce in _BOOL_REDUCTIONS) or (integer and x.dtype != torch.bool and reduce == "mean")
 
 
 def _index_put_mask(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
@@ -1612,6 +1669,8 @@ def _zero_scaled(product: Callable, alpha_skipped: bool) -> Callable:
     def decomposed(self: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, *, beta: Any = 1,
                    alpha: Any = 1) -> torch.Tensor:
         prod = product(m1, m2)
+        if not prod.dtype.is_floating_point and not prod.dtype.is_complex and prod.dtype != torch.bool:
+            beta, alpha = _integral_scale(beta), _integral_scale(alpha)
         if alpha_skipped and _constant(alpha, 0):
             if _constant(beta, 0):
                 return torch.zeros_like(prod)
@@ -1623,6 +1682,16 @@ def _zero_scaled(product: Callable, alpha_skipped: bool) -> Callable:
         return (self if _constant(beta, 1) else self * beta) + scaled  # addbmm: no other lowering
 
     return decomposed
+
+
+def _integral_scale(scale: Any) -> Any:
+    """An integer kernel's ``alpha``/``beta``: eager converts a float scale to the integer type,
+    truncating (``addmv(int_t, m, v, beta=0.5, alpha=1.5)`` is ``0 * int_t + 1 * m @ v``; the
+    int64 OpInfo sweep found lazy scaling by 1.5). A scale that is a graph argument is truncated
+    in the graph, so another scale still reuses it."""
+    if isinstance(scale, torch.Tensor):
+        return scale.to(torch.int64) if scale.is_floating_point() or scale.dtype == torch.bool else scale
+    return int(scale)
 
 
 def _addr(self: torch.Tensor, vec1: torch.Tensor, vec2: torch.Tensor, *, beta: Any = 1,
@@ -2069,7 +2138,8 @@ def _table() -> dict[Any, Callable]:
     table[aten._index_put_impl.default] = _index_put_mask_or_bool
     table[aten._unsafe_index_put.default] = _bool_index_put
     table[aten.scatter_add.default] = _bool_scatter_add
-    table[aten.scatter_reduce.two] = _bool_scatter_reduce
+    table[aten.scatter_reduce.two] = _scatter_reduce_exactly
+    table[aten.sum.default] = table[aten.sum.dim_IntList] = _sum_as_bools
     table[aten.pow.Tensor_Scalar] = pow_tensor_scalar
     table[aten.pow.Tensor_Tensor] = pow_tensor_tensor
     table[aten.pow.Scalar] = pow_scalar
@@ -2264,7 +2334,9 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._index_put_impl.default: lambda node: _mask_indexed(node) or _bool_accumulation(node),
     aten._unsafe_index_put.default: lambda node: _bool_accumulation(node),
     aten.scatter_add.default: lambda node: _bool_accumulation(node),
-    aten.scatter_reduce.two: lambda node: _bool_accumulation(node),
+    aten.scatter_reduce.two: lambda node: _bool_accumulation(node) or _integer_scatter_mean(node),
+    aten.sum.default: lambda node: node.kwargs.get("dtype") == torch.bool,
+    aten.sum.dim_IntList: lambda node: node.kwargs.get("dtype") == torch.bool,
     aten.fmod.Tensor: _floor_division_operands,
     aten.fmod.Scalar: _integer_or_floating_result,
     aten.floor_divide.default: _floor_division,
@@ -2351,7 +2423,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.replication_pad1d.default, aten.replication_pad2d.default,
                      aten.replication_pad3d.default), lambda node: any(p < 0 for p in node.args[1])),
     **dict.fromkeys(addc.OPS, addc.applies),
-    aten.addmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
+    # An integer addmm (``F.linear`` of ints too) failed to compile on iree-cpu for every integer dtype.
+    aten.addmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node) or _integer_result(node),
     aten.baddbmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
 }
 
@@ -2367,6 +2440,15 @@ def decomposition(op: Any) -> Callable | None:
         # (embedding's backward makes an integer index_put).
         _NESTED = {k: v for k, v in _TABLE.items() if k not in _ONLY_WHEN}
         _NESTED.update(dict.fromkeys((aten.fmod.Scalar, aten.fmod.Tensor), _nested_fmod))
+        _NESTED.update({
+            aten.index_put.default: _nested_when(_bool_index_put, _accumulates_into_bools),
+            aten._index_put_impl.default: _nested_when(_bool_index_put, _accumulates_into_bools),
+            aten._unsafe_index_put.default: _nested_when(_bool_index_put, _accumulates_into_bools),
+            aten.scatter_add.default: _nested_when(_bool_scatter_add, lambda x, *a, **k: x.dtype == torch.bool),
+            aten.scatter_reduce.two: _nested_when(_scatter_reduce_exactly, _reduces_exactly),
+            aten.sum.default: _nested_when(_sum_as_bools, lambda x, *a, dtype=None, **k: dtype == torch.bool),
+            aten.sum.dim_IntList: _nested_when(_sum_as_bools, lambda x, *a, dtype=None, **k: dtype == torch.bool),
+        })
         _NESTED.update({op: _nested_trig(_TABLE[op]) for op in (aten.sin.default, aten.cos.default,
                                                                  aten.tan.default, aten.atan.default)})
     return _TABLE.get(op)

@@ -24,11 +24,16 @@ from lazy_core.ir import TensorMeta
 from .fx_meta import meta_tensor, set_meta
 from .fx_rewrite import calls_on_tensors
 
-__all__ = ["wrap_negative_scatter_indices"]
+__all__ = ["make_scatter_dims_non_negative", "wrap_negative_scatter_indices"]
 
 aten = torch.ops.aten
 
 _INDEX_PUTS = (aten.index_put.default, aten._index_put_impl.default, aten._unsafe_index_put.default)
+
+#: Ops whose second argument is a ``dim`` of ``self`` (the scatter, gather and index families).
+_SELF_DIM_OPS = frozenset(getattr(packet, overload) for packet in (
+    aten.scatter, aten.scatter_add, aten.scatter_reduce, aten.gather, aten.index_add, aten.index_copy,
+    aten.index_fill, aten.index_select, aten.index_reduce) for overload in packet.overloads())
 
 
 def _call(g: Graph, target: object, args: tuple, val: torch.Tensor, like: FxNode, dtype: torch.dtype) -> FxNode:
@@ -66,5 +71,25 @@ def wrap_negative_scatter_indices(g: Graph) -> bool:
                 new[d] = _wrapped(g, i, int(val.shape[d]), node)
         if new != list(indices):
             node.args = (node.args[0], type(indices)(new), *node.args[2:])
+            changed = True
+    return changed
+
+
+def make_scatter_dims_non_negative(g: Graph) -> bool:
+    """``dim % rank`` for a negative ``dim`` of the scatter, gather and index families.
+
+    torch-mlir 20261001's scatter lowering (TMTensor) takes a negative ``dim`` as an unsigned size
+    and the compiler process dies: "LLVM ERROR: out of memory", or a segfault. The lazy ops a user
+    calls have their ``dim`` made non-negative when recorded (``decompositions.canonical_args``);
+    this pass covers the scatters the decompositions emit with the user's ``dim`` (the
+    ``scatter(dim=-1, reduce="add")`` of a float tensor and the bool ``scatter_add`` killed the
+    process on reference and iree-cpu: the int64 OpInfo sweep). True if ``g`` changed."""
+    changed = False
+    for node, _x, val in calls_on_tensors(g, _SELF_DIM_OPS):
+        if len(node.args) > 1 and isinstance(node.args[1], int) and node.args[1] < 0 and val.dim():
+            node.args = (node.args[0], node.args[1] % val.dim(), *node.args[2:])
+            changed = True
+        elif isinstance(node.kwargs.get("dim"), int) and node.kwargs["dim"] < 0 and val.dim():
+            node.kwargs = {**node.kwargs, "dim": node.kwargs["dim"] % val.dim()}
             changed = True
     return changed
