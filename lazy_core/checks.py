@@ -571,6 +571,23 @@ def _refusing_bool_result(kernel: str) -> Callable[[_Bound, str, Any], None]:
     return guard
 
 
+#: ATen's names of the integer and bool dtypes, as its "not implemented for" errors print them.
+SCALAR_TYPE_NAMES = {torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
+                     torch.int64: "Long", torch.bool: "Bool", torch.uint16: "UInt16", torch.uint32: "UInt32",
+                     torch.uint64: "UInt64"}
+
+
+def _guard_round(b: _Bound, op: str, loc: Any) -> None:
+    """``round(decimals=n)`` of an integer or bool tensor: the CPU kernel has no such loop and
+    raises NotImplementedError; lazy returned the input (the int64 OpInfo sweep)."""
+    self = b.get("self")
+    name = SCALAR_TYPE_NAMES.get(getattr(self, "dtype", None))
+    # ``decimals=0`` is plain ``round``, which eager computes for integers (or not: a 1-element
+    # tensor takes another kernel that raises), so only another ``decimals`` is refused.
+    if name is not None and "decimals" in b.schema and b.get("decimals") != 0:
+        raise NotImplementedError(f'"round_cpu" not implemented for \'{name}\'')
+
+
 # Guards by schema name (in-place and out= variants share their op's arguments).
 _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "embedding": _guard_embedding,
@@ -591,6 +608,7 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): "),
     # The CPU's trace has no bool kernel; lazy summed the diagonal (a reductions sweep).
     "trace": _refusing_bool("trace", None, lambda b, op, loc: None),
+    "round": _guard_round,
     "cumsum": _refusing_bool_result("cumsum_out_cpu"),
     "cumprod": _refusing_bool_result("cumprod_out_cpu"),
     "index_fill": _guard_dim_index(IndexError, negative_ok=True),

@@ -1425,10 +1425,6 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
 #: ``out=`` reductions that take their dtype from ``out`` when none is given: eager casts the
 #: input to it first, so ``sum(x_float, 0, out=int64)`` adds truncated values (3, not 4 for
 #: ``[1.5, 2.5, 0.7]``). Their functional variant then gets ``dtype=out.dtype``.
-#: ATen's names of the integer and bool dtypes, as its "not implemented for" errors print them.
-_SCALAR_TYPE_NAMES = {torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
-                      torch.int64: "Long", torch.bool: "Bool", torch.uint16: "UInt16", torch.uint32: "UInt32",
-                      torch.uint64: "UInt64"}
 
 _REDUCES_IN_OUT_DTYPE = frozenset({
     aten.sum.IntList_out, aten.sum.out, aten.nansum.out, aten.prod.int_out, aten.prod.out,
@@ -1447,7 +1443,7 @@ def _reduce_in_out_dtype(func: Any, args: tuple, kwargs: dict, targets: list[Any
     if func is aten.nansum.out and args and args[0].dtype.is_floating_point and not dtype.is_floating_point:
         # The CPU kernel runs in out's dtype and has no integer NaN-skipping loop (the lazy
         # op summed into an int64 ``out`` and gave 3 for [1.5, nan, 2.0]; adversarial sweep).
-        raise NotImplementedError(f'"nansum_cpu" not implemented for \'{_SCALAR_TYPE_NAMES[dtype]}\'')
+        raise NotImplementedError(f'"nansum_cpu" not implemented for \'{checks.SCALAR_TYPE_NAMES[dtype]}\'')
     names = [a.name for a in func._schema.arguments]
     i = names.index("dtype") if "dtype" in names else -1
     if 0 <= i < len(args):

@@ -499,6 +499,10 @@ DECOMPOSED_OPS = (
     # pad failed shape inference in torch-mlir's lowering): gathers and scatter-adds one dim at a
     # time (lowering/gathers.py); PyTorch's own decompositions of them do not import.
     aten.erfinv.default,
+    # ``erfinv``/``logit`` of integers or bools failed to compile (torch-mlir lowers them for float
+    # inputs only: the int64 OpInfo sweep); ``rad2deg``/``deg2rad`` used torch-mlir's pi of 3.14159
+    # (``rad2deg(1e6)`` was 57295828, eager's 57295780): eager's ``x * (180 / pi)``.
+    aten.logit.default, aten.rad2deg.default, aten.deg2rad.default,
     aten.im2col.default,
     aten.col2im.default,
     # torch-mlir e2e (tools/e2e_conformance.py): no torch-dialect op for ``F.prelu``'s kernel and its
@@ -1105,6 +1109,27 @@ def _floating_input(node: Node) -> bool:
 
 def _narrow_float_input(node: Node) -> bool:
     return _floating_input(node) and node.args[0].meta.dtype != torch.float64
+
+
+def _integer_input_float32_result(node: Node) -> bool:
+    """An integer or bool input promoted to a float32 result (the default dtype)."""
+    x = node.args[0]
+    return (isinstance(x, Output) and x.meta is not None and not x.meta.dtype.is_floating_point
+            and not x.meta.dtype.is_complex and bool(node.metas) and node.metas[0] is not None
+            and node.metas[0].dtype == torch.float32)
+
+
+def _logit_of_integers(x: torch.Tensor, eps: float | None = None) -> torch.Tensor:
+    return torch.logit(x.to(torch.float32), eps)
+
+
+def _degrees(factor: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``x * factor`` in ``x``'s floating type (an integer ``x`` in float32), as eager's kernel."""
+
+    def convert(x: torch.Tensor) -> torch.Tensor:
+        return (x if x.is_floating_point() else x.to(torch.float32)) * factor
+
+    return convert
 
 
 def _uneven_adaptive_pool(node: Node) -> bool:
@@ -2259,6 +2284,9 @@ def _table() -> dict[Any, Callable]:
         tanh.gelu_tanh_backward(grad, x) if approximate == "tanh" else tanh.gelu_erf_backward(grad, x))
     table[aten.softplus_backward.default] = _softplus_backward
     table[aten.erfinv.default] = erfinv
+    table[aten.logit.default] = _logit_of_integers
+    table[aten.rad2deg.default] = _degrees(180.0 / math.pi)
+    table[aten.deg2rad.default] = _degrees(math.pi / 180.0)
     table[aten._weight_norm_interface_backward.default] = _weight_norm_interface_backward
     table[aten._adaptive_avg_pool2d.default] = adaptive_avg_pool2d
     table[aten._adaptive_avg_pool2d_backward.default] = adaptive_avg_pool2d_backward
@@ -2402,7 +2430,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.atan2.default: lambda node: True,
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,
                      aten.log10.default), real_input),
-    aten.erfinv.default: _narrow_float_input,
+    aten.erfinv.default: lambda node: _narrow_float_input(node) or _integer_input_float32_result(node),
+    aten.logit.default: _integer_input_float32_result,
     aten.constant_pad_nd.default: lambda node: any(isinstance(p, int) and p < 0 for p in node.args[1]),
     aten.convolution_backward.default: lambda node: convolutions.rewritten_backward(node.args),
     aten.convolution.default: lambda node: convolutions.rewritten(

@@ -43,7 +43,9 @@ def _poly(z: torch.Tensor, coefficients: tuple[float, ...]) -> torch.Tensor:
 
 
 def erfinv(y: torch.Tensor) -> torch.Tensor:
-    """``torch.erfinv`` of a float32, float16 or bfloat16 ``y`` (computed in float32)."""
+    """``torch.erfinv`` of a float32, float16 or bfloat16 ``y`` (computed in float32), or of an
+    integer or bool ``y`` whose result is float32 (the default dtype, as eager promotes it)."""
+    out_dtype = y.dtype if y.is_floating_point() else torch.float32
     x = y.float()
     w = -torch.log((1 - x) * (1 + x))
     central = _poly(w - 2.5, _GILES_CENTRAL)
@@ -51,4 +53,4 @@ def erfinv(y: torch.Tensor) -> torch.Tensor:
     out = torch.where(w < 5, central, tail) * x
     a = x.abs()
     out = torch.where(a == 1, torch.copysign(torch.full_like(x, math.inf), x), out)
-    return torch.where(a > 1, torch.full_like(x, math.nan), out).to(y.dtype)
+    return torch.where(a > 1, torch.full_like(x, math.nan), out).to(out_dtype)

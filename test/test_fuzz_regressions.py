@@ -2627,3 +2627,21 @@ def test_bool_sums_and_integer_means_like_eager(backend):
         [torch.tensor([0, 0, 1, 2]).to(d)], torch.tensor([True, False, True, False]).to(d))
     for name, run in cases.items():
         assert _outcome(run, "lazy") == _outcome(run, "cpu"), name
+
+
+def test_integer_inputs_of_float_functions_like_eager(backend):
+    """The int64 OpInfo sweep: ``erfinv``/``logit`` of integers or bools failed to compile
+    (torch-mlir lowers them for floats only); ``rad2deg``/``deg2rad`` used torch-mlir's pi of
+    3.14159 (``rad2deg(1e6)`` was 57295828 where eager gives 57295780), for floats too;
+    ``round(decimals=1)`` of an integer returned it where eager raises NotImplementedError."""
+    ints, floats = torch.tensor([3, 0, 1, -2]), torch.tensor([3.0, -1.0, 1e6, 0.25])
+    for t in (ints, ints.to(torch.uint8), ints.bool(), floats):
+        for fn in (torch.erfinv, torch.logit):
+            _same(fn(lazy(t)).cpu(), fn(t))
+        for fn in (torch.rad2deg, torch.deg2rad):  # one multiplication: exactly eager's
+            assert torch.equal(fn(lazy(t)).cpu(), fn(t)), fn
+    for t in (ints, ints.bool()):
+        with pytest.raises(NotImplementedError, match="round_cpu"):
+            torch.round(t, decimals=1)
+        with pytest.raises(NotImplementedError, match="round_cpu"):
+            torch.round(lazy(t), decimals=-1).cpu()
