@@ -42,7 +42,11 @@ from .fx_meta import set_meta as _set_meta
 from .int_extrema import widen_int_extrema
 from .nan_extrema import check_nan_extrema
 from .positive_zero_sums import make_zero_sums_positive
-from .scatter_indices import make_scatter_dims_non_negative, wrap_negative_scatter_indices
+from .scatter_indices import (
+    make_scatter_dims_non_negative,
+    scatter_into_scalars_as_vectors,
+    wrap_negative_scatter_indices,
+)
 from .small_ints import widen_small_ints
 from .tensor_bitcasts import route_zero_dim_bitcasts
 
@@ -267,6 +271,7 @@ class LoweringContext:
         g.output(tuple(outs))
         wrap_negative_scatter_indices(g)
         make_scatter_dims_non_negative(g)  # those of decompositions too
+        scatter_into_scalars_as_vectors(g)
         rewrite_number_comparisons(g)  # every one, those of decompositions too
         rewrite_float_equalities(g)
         reduce_constant_sums(g)

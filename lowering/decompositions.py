@@ -1190,6 +1190,8 @@ def _in_dtype_of(x: torch.Tensor, bound: Any) -> torch.Tensor:
 
 
 def _count_nonzero(x: torch.Tensor, dim: Any = None) -> torch.Tensor:
+    if x.dim() == 0:  # over its own dim (0 or -1): torch-mlir's verifier refused the dim of a 0-d input
+        return (x != 0).to(torch.int64)
     nonzero = x != 0.0  # a float zero: the folder's float path is right
     return nonzero.sum() if dim is None or dim == [] else nonzero.sum(dim)
 
@@ -2405,8 +2407,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.lerp.Scalar, aten.lerp.Tensor, aten.logaddexp.default, aten.logaddexp2.default),
                     _floating_input),
     aten.relu.default: _floating_input,
-    aten.count_nonzero.default: _floating_input,
-    aten.count_nonzero.dim_IntList: _floating_input,
+    aten.count_nonzero.default: lambda node: _floating_input(node) or _zero_dim_input(node),
+    aten.count_nonzero.dim_IntList: lambda node: _floating_input(node) or _zero_dim_input(node),
     aten.erf.default: _floating_input,
     aten.linalg_vector_norm.default: _infinite_order,
     **dict.fromkeys(_NORMS, _infinite_order),

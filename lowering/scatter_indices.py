@@ -22,9 +22,9 @@ from torch.fx import Node as FxNode
 from lazy_core.ir import TensorMeta
 
 from .fx_meta import meta_tensor, set_meta
-from .fx_rewrite import calls_on_tensors
+from .fx_rewrite import call_like, calls_on_tensors
 
-__all__ = ["make_scatter_dims_non_negative", "wrap_negative_scatter_indices"]
+__all__ = ["make_scatter_dims_non_negative", "scatter_into_scalars_as_vectors", "wrap_negative_scatter_indices"]
 
 aten = torch.ops.aten
 
@@ -92,4 +92,43 @@ def make_scatter_dims_non_negative(g: Graph) -> bool:
         elif isinstance(node.kwargs.get("dim"), int) and node.kwargs["dim"] < 0 and val.dim():
             node.kwargs = {**node.kwargs, "dim": node.kwargs["dim"] % val.dim()}
             changed = True
+    return changed
+
+
+#: Scatters into ``self`` along ``dim``: ``(self, dim, index, src_or_value, ...)``.
+_SCATTERS = frozenset(getattr(packet, overload) for packet in (aten.scatter, aten.scatter_add, aten.scatter_reduce)
+                      for overload in packet.overloads())
+
+
+def scatter_into_scalars_as_vectors(g: Graph) -> bool:
+    """A scatter into a 0-d tensor as one into its 1-element vector, reshaped back.
+
+    IREE 3.13 rejects every scatter into a 0-d tensor ("'iree_linalg_ext.scatter' op dimension
+    map is invalid"), so each graph holding one (``scatter``, ``scatter_add``, every
+    ``scatter_reduce`` mode, bools and integers included) failed to compile and ran op by op. The
+    index names the one element (eager's checks ran when it was recorded); a source with more
+    elements than the index contributes its first. True if ``g`` changed."""
+    changed = False
+    for node, x, val in calls_on_tensors(g, _SCATTERS):
+        if val.dim() != 0 or len(node.args) < 4:
+            continue
+        index, src = node.args[2], node.args[3]
+        index_val = index.meta.get("val") if isinstance(index, FxNode) else None
+        if not isinstance(index_val, torch.Tensor) or index_val.numel() != 1:
+            continue  # an empty index writes nothing: left as it is
+        one = val.reshape(1)
+        with g.inserting_before(node):
+            x1 = call_like(g, aten.reshape.default, (x, [1]), one, node)
+            i1 = call_like(g, aten.reshape.default, (index, [1]), index_val.reshape(1), node)
+            if isinstance(src, FxNode) and isinstance(src.meta.get("val"), torch.Tensor):
+                src_val = src.meta["val"]
+                flat = call_like(g, aten.reshape.default, (src, [-1]), src_val.reshape(-1), node)
+                src = call_like(g, aten.slice.Tensor, (flat, 0, 0, 1), src_val.reshape(-1)[:1], node)
+            scattered = call_like(g, node.target, (x1, 0, i1, src, *node.args[4:]), one, node)
+        scattered.kwargs = dict(node.kwargs)
+        with g.inserting_after(scattered):
+            out = call_like(g, aten.reshape.default, (scattered, []), val, node)
+        node.replace_all_uses_with(out)
+        g.erase_node(node)
+        changed = True
     return changed

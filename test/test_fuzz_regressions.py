@@ -2645,3 +2645,26 @@ def test_integer_inputs_of_float_functions_like_eager(backend):
             torch.round(t, decimals=1)
         with pytest.raises(NotImplementedError, match="round_cpu"):
             torch.round(lazy(t), decimals=-1).cpu()
+
+
+def test_scatters_into_and_counts_of_a_scalar_compile(backend):
+    """The int64 OpInfo sweep, then a 0-d sweep: every scatter into a 0-d tensor (``scatter``,
+    ``scatter_add``, each ``scatter_reduce`` mode, bool and integer too) failed to compile on
+    iree-cpu ("'iree_linalg_ext.scatter' op dimension map is invalid") and ran op by op; they
+    scatter into the 1-element vector now (``scatter_indices.scatter_into_scalars_as_vectors``).
+    ``count_nonzero`` of a 0-d tensor over its dim did not parse in torch-mlir on any backend."""
+    cases: dict[str, Callable[[str], torch.Tensor]] = {}
+    for dtype in (torch.int64, torch.float32, torch.bool):
+        x, i, src = torch.tensor(5).to(dtype), torch.tensor(0), torch.tensor([-2, 7]).to(dtype)
+        for mode, include_self in (("sum", True), ("prod", False), ("amax", True), ("amin", False), ("mean", True)):
+            if dtype == torch.bool and mode == "mean":
+                continue  # eager refuses it (a bool mean)
+            cases[f"{dtype} {mode} {include_self}"] = lambda d, x=x, i=i, s=src[0], m=mode, k=include_self: (
+                x.to(d).scatter_reduce(0, i.to(d), s.to(d), m, include_self=k))
+        cases[f"{dtype} scatter_add"] = lambda d, x=x, i=i, s=src[0]: x.to(d).scatter_add(0, i.to(d), s.to(d))
+        cases[f"{dtype} scatter"] = lambda d, x=x, i=i, s=src[0]: x.to(d).scatter(-1, i.to(d), s.to(d))
+        cases[f"{dtype} scatter value"] = lambda d, x=x, i=i: x.to(d).scatter(0, i.reshape(1).to(d), 1)
+        cases[f"{dtype} count_nonzero"] = lambda d, x=x: torch.count_nonzero(x.to(d), dim=0)
+        cases[f"{dtype} count_nonzero -1"] = lambda d, x=x: torch.count_nonzero((x * 0).to(d), dim=(-1,))
+    for name, run in cases.items():
+        assert _outcome(run, "lazy") == _outcome(run, "cpu"), name
