@@ -571,6 +571,20 @@ def _refusing_bool_result(kernel: str) -> Callable[[_Bound, str, Any], None]:
     return guard
 
 
+def _refusing_half(kernel: str) -> Callable[[_Bound, str, Any], None]:
+    """Refuse a float16 or bfloat16 ``self`` as the CPU kernel does: ``special.erfcx``, ``ndtri``,
+    ``log_ndtr`` and the Bessel functions have no half-precision loop and raise NotImplementedError
+    eagerly; lazy computed their decomposition (lowering/special.py) in float32."""
+    names = {torch.float16: "Half", torch.bfloat16: "BFloat16"}
+
+    def guard(b: _Bound, op: str, loc: Any) -> None:
+        name = names.get(getattr(b.get("self" if "self" in b.schema else "x"), "dtype", None))
+        if name is not None:
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+
+    return guard
+
+
 #: ATen's names of the integer and bool dtypes, as its "not implemented for" errors print them.
 SCALAR_TYPE_NAMES = {torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
                      torch.int64: "Long", torch.bool: "Bool", torch.uint16: "UInt16", torch.uint32: "UInt32",
@@ -634,6 +648,9 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "floor_divide": _guard_division,
     "div": _guard_division,
     "_linalg_check_errors": _guard_linalg_errors,
+    **{f"special_{fn}": _refusing_half(f"{fn}_cpu") for fn in (
+        "erfcx", "log_ndtr", "ndtri", "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
+        "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0")},
 }
 
 

@@ -34,6 +34,7 @@ from . import (
     gathers,
     quantized,
     ranges,
+    special,
     tanh,
     trig,
     vjp,
@@ -645,6 +646,8 @@ DECOMPOSED_OPS = (
     aten.lgamma.default, aten.digamma.default, aten.mvlgamma.default,
     # ``polygamma`` of order 0 and 1 (digamma's gradient); higher orders run eagerly (_ONLY_WHEN).
     aten.polygamma.default,
+    # Special functions (lowering/special.py): no torch-dialect op, each ran eagerly.
+    *special.OPS,
     # Matrix products with an empty contracted dimension (lowering/empty_contractions.py): IREE
     # crashed compiling them (_ONLY_WHEN for those that lower as they are otherwise).
     aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
@@ -2330,6 +2333,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.digamma.default] = gamma.digamma
     table[aten.polygamma.default] = gamma.polygamma
     table[aten.mvlgamma.default] = gamma.mvlgamma
+    table.update(special.OPS)
     table[aten.addcmul.default] = addc.addcmul
     table[aten.addcdiv.default] = addc.addcdiv
     for op in empty_contractions.OPS:  # mm, bmm, mv, dot: only the empty form (_ONLY_WHEN)
