@@ -48,6 +48,7 @@ from .scatter_indices import (
     wrap_negative_scatter_indices,
 )
 from .small_ints import widen_small_ints
+from .subnormal_logs import scale_subnormal_logs
 from .tensor_bitcasts import route_zero_dim_bitcasts
 
 _tls = threading.local()
@@ -102,7 +103,7 @@ class LoweringContext:
     def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
                  emulate_bf16: str | None = None, exact_max_pool: bool = True,
                  int64_extrema: bool = False, nan_checked_extrema: bool = False,
-                 positive_zero_sums: bool = False) -> None:
+                 positive_zero_sums: bool = False, subnormal_logs: bool = False) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
         f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
 
@@ -123,9 +124,13 @@ class LoweringContext:
         check (``lowering/nan_extrema.py``: Vulkan drops the NaN).
 
         ``positive_zero_sums`` makes floating sums and means that are zero +0.0
-        (``lowering/positive_zero_sums.py``: Vulkan on lavapipe keeps a -0.0)."""
+        (``lowering/positive_zero_sums.py``: Vulkan on lavapipe keeps a -0.0).
+
+        ``subnormal_logs`` scales a subnormal operand of ``log``/``log2``/``log10`` up first
+        (``lowering/subnormal_logs.py``: lavapipe reads it as the smallest normal)."""
         self.graph = graph
         self.positive_zero_sums = positive_zero_sums
+        self.subnormal_logs = subnormal_logs
         self.int64_extrema = int64_extrema
         self.nan_checked_extrema = nan_checked_extrema
         self.skipped = frozenset() if exact_max_pool else MAX_POOL_DECOMPOSED
@@ -283,6 +288,8 @@ class LoweringContext:
             check_nan_extrema(g)
         if self.positive_zero_sums:
             make_zero_sums_positive(g)
+        if self.subnormal_logs:
+            scale_subnormal_logs(g)
         return g
 
     def _empty_results(self, node: Node, trace: str | None) -> list[Any] | None:
@@ -704,10 +711,10 @@ def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:
 def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
                 emulate_bf16: str | None = None, exact_max_pool: bool = True,
                 int64_extrema: bool = False, nan_checked_extrema: bool = False,
-                positive_zero_sums: bool = False) -> Computation:
+                positive_zero_sums: bool = False, subnormal_logs: bool = False) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
     return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema,
-                           nan_checked_extrema, positive_zero_sums).build()
+                           nan_checked_extrema, positive_zero_sums, subnormal_logs).build()
 
 
 def _is_number(x: Any) -> bool:

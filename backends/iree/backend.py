@@ -166,11 +166,12 @@ class IreeBackend(MlirBackend):
         return [BackendDevice(self.name, 0, self.config.device_uri)]
 
     def lowering_options(self) -> dict[str, Any]:
-        """bf16 emulated, integer extrema widened, float extrema NaN-checked, zero sums made +0.0, as the target asks
-        (see ``config``)."""
+        """bf16 emulated, integer extrema widened, float extrema NaN-checked, zero sums made +0.0, logs of
+        subnormals scaled, as the target asks (see ``config``)."""
         target = self.config.target
         return {"emulate_bf16": target.emulate_bf16, "int64_extrema": target.int64_extrema,
-                "nan_checked_extrema": target.nan_checked_extrema, "positive_zero_sums": target.positive_zero_sums}
+                "nan_checked_extrema": target.nan_checked_extrema, "positive_zero_sums": target.positive_zero_sums,
+                "subnormal_logs": target.subnormal_logs}
 
     @property
     def flushes_subnormals(self) -> bool:  # type: ignore[override]
@@ -207,7 +208,8 @@ class IreeBackend(MlirBackend):
                 [self.config.cache_key(), f"driver={self.config.target.driver}", resolved,
                  f"bf16={self.config.target.emulate_bf16}", f"int64_extrema={self.config.target.int64_extrema}",
                  f"nan_checked_extrema={self.config.target.nan_checked_extrema}",
-                 f"positive_zero_sums={self.config.target.positive_zero_sums}"])
+                 f"positive_zero_sums={self.config.target.positive_zero_sums}",
+                 f"subnormal_logs={self.config.target.subnormal_logs}"])
         return self._target_identity
 
     def persistent_key(self) -> str:

@@ -155,6 +155,9 @@ class TargetSpec:
     #: Make floating sums and means that are zero +0.0 (``lowering/positive_zero_sums.py``):
     #: lavapipe shortcuts ``x + 0.0`` to ``x``, so a sum of -0.0 values stayed -0.0.
     positive_zero_sums: bool = False
+    #: Scale a subnormal operand of ``log``/``log2``/``log10`` up first (``lowering/subnormal_logs.py``):
+    #: lavapipe reads it as the smallest normal (``log(1e-40)`` was -87.34, not -92.10).
+    subnormal_logs: bool = False
     #: Ops left to run eagerly (``supports_op``) although the lowering decomposes them: their
     #: decomposition does not compile for this target, and a graph that fails to compile runs
     #: op by op whole. ``median`` on vulkan-spirv: IREE 3.13 crashes (signal 11 in
@@ -175,6 +178,7 @@ CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
 _NO_MEMOIZATION = "--iree-hal-memoization=false"
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
                     (*_CORRECTNESS, _NO_MEMOIZATION), int64_extrema=True, nan_checked_extrema=True, positive_zero_sums=True,
+                    subnormal_logs=True,
                     eager_ops=frozenset({"aten::median.dim", "aten::median", "aten::kthvalue"}))
 CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
