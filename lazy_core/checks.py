@@ -571,6 +571,20 @@ def _refusing_bool_result(kernel: str) -> Callable[[_Bound, str, Any], None]:
     return guard
 
 
+def _source_shaped_like_a_scalar(then: Callable[[_Bound, str, Any], None]) -> Callable[[_Bound, str, Any], None]:
+    """``then``, after eager's shape check of ``index_reduce`` into a 0-d ``self``: its source
+    must be 0-d too (eager raises for a 1-element ``[1]``; lazy reduced into the scalar)."""
+
+    def guard(b: _Bound, op: str, loc: Any) -> None:
+        self, source = b.get("self"), b.get("source")
+        if getattr(self, "dim", None) and self.dim() == 0 and getattr(source, "dim", None) and source.dim() != 0:
+            raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified "
+                               f"dimension. Got self.shape = [] source.shape = {list(source.shape)}")
+        then(b, op, loc)
+
+    return guard
+
+
 def _refusing_half(kernel: str) -> Callable[[_Bound, str, Any], None]:
     """Refuse a float16 or bfloat16 ``self`` as the CPU kernel does: ``special.erfcx``, ``ndtri``,
     ``log_ndtr`` and the Bessel functions have no half-precision loop and raise NotImplementedError
@@ -618,7 +632,8 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
                                      _guard_dim_index(RuntimeError)),
     "index_add": _guard_dim_index(RuntimeError, outer_dims_only=True),
     # The CPU's index_reduce refuses negative indices too, with IndexError (a bad-input sweep).
-    "index_reduce": _refusing_bool("index_func_", None, _guard_dim_index(IndexError, plain="index out of range in self")),
+    "index_reduce": _refusing_bool("index_func_", None, _source_shaped_like_a_scalar(
+        _guard_dim_index(IndexError, plain="index out of range in self"))),
     "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): "),
     # The CPU's trace has no bool kernel; lazy summed the diagonal (a reductions sweep).
     "trace": _refusing_bool("trace", None, lambda b, op, loc: None),

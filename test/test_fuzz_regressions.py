@@ -2668,3 +2668,21 @@ def test_scatters_into_and_counts_of_a_scalar_compile(backend):
         cases[f"{dtype} count_nonzero -1"] = lambda d, x=x: torch.count_nonzero((x * 0).to(d), dim=(-1,))
     for name, run in cases.items():
         assert _outcome(run, "lazy") == _outcome(run, "cpu"), name
+
+
+def test_index_reduce_into_a_scalar_checks_the_source_shape_like_eager(backend):
+    """The int64 OpInfo sweep: ``index_reduce`` into a 0-d tensor from a 1-element ``[1]``
+    source raises eager's RuntimeError (source shape must match); lazy reduced into the scalar
+    (``checks._source_shaped_like_a_scalar``). A 0-d source is accepted, as eager does."""
+    cases = {}
+    for reduce in ("prod", "amax", "mean"):
+        for src in (torch.tensor([5.0]), torch.tensor(5.0)):
+            for idx in (torch.tensor([0]), torch.tensor(0)):
+                cases[(reduce, src.dim(), idx.dim())] = (
+                    lambda d, reduce=reduce, src=src, idx=idx:
+                    torch.tensor(3.0, device=d).index_reduce(0, idx.to(d), src.to(d), reduce))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # index_reduce() is in beta
+        for name, run in cases.items():
+            assert _outcome(run, "lazy") == _outcome(run, "cpu"), name
+    assert _outcome(cases[("prod", 1, 1)], "cpu") == ("raised", "RuntimeError")
