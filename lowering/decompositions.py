@@ -783,12 +783,16 @@ def _bool_scatter_reduce(x: torch.Tensor, dim: int, index: torch.Tensor, src: to
                                include_self=include_self) != 0
 
 
+def _integer_mean(dtype: torch.dtype, reduce: Any) -> bool:
+    """A ``mean`` reduction of an integer (not bool) dtype: eager floors it, torch-mlir truncates."""
+    return reduce == "mean" and dtype != torch.bool and not dtype.is_floating_point and not dtype.is_complex
+
+
 def _integer_scatter_mean(node: Node) -> bool:
     """A ``scatter_reduce(reduce="mean")`` into an integer (not bool) tensor."""
     x = node.args[0]
     reduce = node.kwargs.get("reduce", node.args[4] if len(node.args) > 4 else None)
-    return (reduce == "mean" and isinstance(x, Output) and x.meta is not None and x.meta.dtype != torch.bool
-            and not x.meta.dtype.is_floating_point and not x.meta.dtype.is_complex)
+    return isinstance(x, Output) and x.meta is not None and _integer_mean(x.meta.dtype, reduce)
 
 
 def _scatter_reduce_exactly(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, reduce: str,
@@ -798,7 +802,7 @@ def _scatter_reduce_exactly(x: torch.Tensor, dim: int, index: torch.Tensor, src:
     ``(0 - 3) / 2`` is -2) and torch-mlir truncated to -1 (the int64 OpInfo sweep)."""
     if x.dtype == torch.bool:
         return _bool_scatter_reduce(x, dim, index, src, reduce, include_self)
-    if reduce != "mean" or x.dtype.is_floating_point or x.dtype.is_complex:
+    if not _integer_mean(x.dtype, reduce):
         return aten.scatter_reduce(x, dim, index, src, reduce, include_self=include_self)
     total = aten.scatter_reduce(x, dim, index, src.to(x.dtype), "sum", include_self=include_self)
     count = torch.full(x.shape, 1 if include_self else 0, dtype=torch.int64, device=x.device)
@@ -833,8 +837,7 @@ def _accumulates_into_bools(x: torch.Tensor, indices: Any, values: Any, accumula
 
 
 def _reduces_exactly(x: torch.Tensor, dim: int, index: Any, src: Any, reduce: str, *rest: Any, **kwargs: Any) -> bool:
-    integer = not x.dtype.is_floating_point and not x.dtype.is_complex
-    return (x.dtype == torch.bool and reduce in _BOOL_REDUCTIONS) or (integer and x.dtype != torch.bool and reduce == "mean")
+    return (x.dtype == torch.bool and reduce in _BOOL_REDUCTIONS) or _integer_mean(x.dtype, reduce)
 
 
 def _index_put_mask(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
