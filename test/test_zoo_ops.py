@@ -1005,6 +1005,31 @@ def test_polygamma_of_a_higher_order_runs_eagerly_at_the_call_and_the_graph_goes
     assert metrics.counters().get("fallback::compile_error", 0) == 0
 
 
+@pytest.mark.expect_fallback("aten.linalg_qr", "aten.as_strided_copy")
+def test_qr_and_as_strided_copy_run_eagerly_at_the_call_and_the_graph_goes_on(compiling: str) -> None:
+    """The torch dialect defines ``linalg_qr`` and ``as_strided_copy``, but torch-mlir lowers
+    neither, so a graph holding one failed to compile (the OpInfo sweep's errors; without strict
+    mode the whole graph ran op by op, ``nn.init.orthogonal_`` included). They run eagerly at
+    the call now (``supported_ops.NOT_LOWERED``) and the ops around them compile."""
+    torch.manual_seed(0)
+    a = torch.randn(5, 3)
+    q, r = torch.linalg.qr(a.to("lazy") * 2)
+    torch.testing.assert_close((q @ r + 1).cpu(), a * 2 + 1, rtol=1e-5, atol=1e-5)
+    want_q, want_r = torch.linalg.qr(a * 2)
+    torch.testing.assert_close((q.cpu(), r.cpu()), (want_q, want_r), rtol=1e-5, atol=1e-5)
+    weights = {}
+    for device in ("cpu", "lazy"):
+        torch.manual_seed(1)
+        w = torch.empty(4, 6, device=device)
+        torch.nn.init.orthogonal_(w, gain=0.5)
+        weights[device] = (w * 3).cpu()
+    torch.testing.assert_close(weights["lazy"], weights["cpu"], rtol=1e-5, atol=1e-5)
+    x = torch.arange(12.0)
+    got = (torch.as_strided_copy(x.to("lazy") + 1, (3, 2), (2, 1), 1) * 2).cpu()
+    assert torch.equal(got, torch.as_strided_copy(x + 1, (3, 2), (2, 1), 1) * 2)
+    assert metrics.counters().get("fallback::compile_error", 0) == 0
+
+
 def test_replicate_padding_with_negative_amounts_and_its_gradient_compile(compiling: str) -> None:
     """``F.pad(x, (-4, 5, 0, 0), mode="replicate")`` (eager crops a negative side, and reads the
     clamped edge) failed to compile in torch-mlir's lowering (the OpInfo sweep's
