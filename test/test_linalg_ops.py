@@ -292,12 +292,16 @@ def test_det_gradient(compiling: str) -> None:
         (torch.linalg.det(x).sum() + torch.linalg.slogdet(x).logabsdet.sum()).backward()
         grads.append(x.grad.cpu())
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-5)
+    assert _fallbacks() == {}
 
 
 def test_larger_and_unsupported_inputs_stay_eager(compiling: str) -> None:
-    """Beyond ``MAX_ORDER``, and a transposed (non-contiguous) lazy input to det, the call runs
-    eagerly (a correct fallback); a non-square input raises eager's error at the call."""
-    n = linalg.MAX_ORDER + 1
+    """Up to ``MAX_ORDER`` compiles; beyond it, and for a transposed (non-contiguous) lazy input
+    to det, the call runs eagerly (a correct fallback); a non-square input raises eager's error
+    at the call."""
+    n = linalg.MAX_ORDER
+    _check(torch.linalg.cholesky_ex, _spd(n, n), exact=(1,))
+    n += 1
     big = _spd(n, n)
     torch.testing.assert_close(torch.linalg.cholesky_ex(big.to("lazy")).L.cpu(), torch.linalg.cholesky_ex(big).L)
     assert "fallback::aten.linalg_cholesky_ex.default" in _fallbacks()
