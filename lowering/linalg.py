@@ -13,7 +13,7 @@ for this project (credit to XLA's expanders for the approach).
 The unrolled graph grows linearly with the matrix order ``n`` (a step is a slice, one matrix
 product against the rows already solved, a subtraction and a division), and each step's ops
 are over ``O(n)`` to ``O(n ** 2)`` elements; ``MAX_ORDER`` bounds ``n`` so that compiling
-stays a fraction of a second's work. Larger matrices keep LAPACK: the call runs eagerly
+stays a few seconds' work. Larger matrices keep LAPACK: the call runs eagerly
 (``applies`` is asked both when the call is recorded and when it is lowered).
 
 What eager's kernels do that these keep:
@@ -48,11 +48,14 @@ __all__ = ["DET", "MAX_ORDER", "OPS", "applies", "applies_call", "cholesky_ex", 
 
 aten = torch.ops.aten
 
-#: The largest matrix order unrolled. A step costs ~6 ops; 32 gives graphs of a few hundred
-#: ops (a 32 x 32 Cholesky: ~300 ops, compiled in well under a second on reference and
-#: iree-cpu), and covers the small systems (Kalman filters, Gaussian processes on mini-batches,
-#: OpInfo's samples of order <= 5) that run inside a traced step. Beyond it LAPACK is faster.
-MAX_ORDER = 32
+#: The largest matrix order unrolled. A step is ~6 to ~20 ops (Cholesky, LU), each over up to
+#: ``n ** 2`` elements, so the graph grows as ``n`` and its data as ``n ** 3``. Measured: a
+#: batched 32 x 32 Cholesky took 130 s to compile on iree-vulkan (lavapipe) and a 32 x 32 LU
+#: about 50 s, too much for a graph that LAPACK runs in microseconds; order 16 stays a few
+#: seconds. 16 covers the small systems run inside a traced step (Kalman filters, 3-d
+#: geometry, per-sample covariance) and OpInfo's samples (orders S = 5 and M = 10).
+#: Larger matrices run eagerly.
+MAX_ORDER = 16
 
 _FLOATS = (torch.float32, torch.float64)
 
@@ -382,19 +385,21 @@ def _is_vector_rhs(a_shape: Any, b_shape: Any) -> bool:
 
 def solve_ex(a: torch.Tensor, b: torch.Tensor, *, left: bool = True, check_errors: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``_linalg_solve_ex``: ``(X, LU, pivots, info)`` of ``A`` (a vector ``B`` is a column)."""
+    """``_linalg_solve_ex``: ``(X, LU, pivots, info)`` of ``A`` (a vector ``B`` is a column);
+    ``LU`` and pivots are eager's (the gradient solves with them)."""
     lu, pivots, info, perm = _lu(a)
     vector = _is_vector_rhs(a.shape, b.shape)
     rhs = b.unsqueeze(-1) if vector else b
     if left:
         x = _lu_solve(*_broadcast_lu(lu, perm, rhs), False)
-    else:
+    else:  # X A = B is A^T X^T = B^T
         x = _lu_solve(*_broadcast_lu(lu, perm, rhs.mT), True).mT
     return (x.squeeze(-1) if vector else x), lu, pivots, info
 
 
 def inv_ex(a: torch.Tensor, *, check_errors: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """``linalg_inv_ex``: ``A X = I``, with ``getrf``'s ``info``."""
+    """``linalg_inv_ex``: eager's kernel is ``linalg_solve_ex(A, I)``: ``A X = I``, with
+    ``getrf``'s ``info``."""
     lu, _, info, perm = _lu(a)
     eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device).expand(a.shape)
     return _lu_solve(lu, perm, eye, False), info

@@ -140,7 +140,7 @@ def test_solve_triangular_zero_diagonal_gives_eagers_infinities(compiling: str) 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("upper", [False, True])
-@pytest.mark.parametrize("n", [1, 5, 32])
+@pytest.mark.parametrize("n", [1, 5, linalg.MAX_ORDER])
 def test_cholesky_ex(compiling: str, dtype: torch.dtype, upper: bool, n: int) -> None:
     """Orders 1 to ``MAX_ORDER``, a batch; only the named triangle is read."""
     _skip_float64(compiling, dtype)
@@ -190,7 +190,7 @@ def test_cholesky_solve(compiling: str, dtype: torch.dtype, upper: bool) -> None
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (3, 6, 6), (7, 4), (4, 7), (32, 32)])
+@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (3, 6, 6), (7, 4), (4, 7), (linalg.MAX_ORDER, linalg.MAX_ORDER)])
 def test_lu_factor_ex(compiling: str, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
     """Eager's pivots (1-based int32) and ``info``, square and rectangular, batched. Random
     matrices, not diagonally dominant, so that rows do get swapped."""
@@ -242,6 +242,24 @@ def test_solve(compiling: str, dtype: torch.dtype) -> None:
     _check(torch.linalg.solve, a, _rhs(2, 6, dtype=dtype), dtype=dtype)
     _check(lambda a, b: torch.linalg.solve(a, b, left=False), a, _rhs(4, 6, dtype=dtype), dtype=dtype)
     _check(torch.linalg.solve, a[:1], _rhs(3, 6, 2, dtype=dtype), dtype=dtype)
+
+
+def test_solve_ex_returns_eagers_factor_and_gradient(compiling: str) -> None:
+    """``_linalg_solve_ex``'s ``LU``, pivots and ``info`` are eager's (``A``'s, from either
+    side), which the gradients of ``solve`` and ``inv`` solve with; also for a transposed lazy
+    ``A``."""
+    a = _rhs(2, 5, 5, seed=12)
+    b = _rhs(2, 5, 3, seed=13)
+    _check(torch.ops.aten._linalg_solve_ex, a, b, exact=(2, 3))
+    _check(lambda a, b: torch.ops.aten._linalg_solve_ex(a, b, left=False), a, b.mT, exact=(2, 3))
+    grads = []
+    for device in ("cpu", "lazy"):
+        x = a.clone().to(device).requires_grad_()
+        (torch.linalg.solve(x, b.to(device)).sum() + torch.linalg.inv(x).sum()).backward()
+        grads.append(x.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-5)
+    assert _fallbacks() == {}
+    _check(lambda a, b: torch.ops.aten._linalg_solve_ex(a.mT, b), a, b, exact=(2, 3))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
