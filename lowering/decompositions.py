@@ -32,6 +32,7 @@ from . import (
     empty_contractions,
     gamma,
     gathers,
+    linalg,
     quantized,
     ranges,
     special,
@@ -651,11 +652,23 @@ DECOMPOSED_OPS = (
     # Matrix products with an empty contracted dimension (lowering/empty_contractions.py): IREE
     # crashed compiling them (_ONLY_WHEN for those that lower as they are otherwise).
     aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
-    # The determinant of a 0 x 0 matrix (1; IREE failed to compile it: same module).
+    # The determinant of a 0 x 0 matrix (1; IREE failed to compile it: same module), and of a small
+    # one (lowering/linalg.py: torch-mlir's lowering of others failed to compile).
     aten._linalg_det.default,
     # ``addcmul``/``addcdiv`` whose product broadcasts to fewer elements than ``self``
     # (lowering/addc.py): torch-mlir types the product as the result, and the graph failed to lower.
     *addc.OPS,
+    # Triangular solves, Cholesky, LU with partial pivoting and what is built on them (solve, inv,
+    # slogdet; lowering/linalg.py): no torch-mlir lowering, so each ran eagerly (LAPACK) and cut
+    # its graph (the OpInfo float32 sweep). Substitutions and factorizations unrolled over the
+    # order (_ONLY_WHEN: float32/float64 matrices of order 1..linalg.MAX_ORDER;
+    # supported_ops.CALL_CONDITIONS leaves the others eager).
+    *linalg.OPS,
+    # ``linalg.cholesky``/``inv``/``solve``'s status check: lazy_core.checks records it as a
+    # device-side check read with the results (LinAlgError at the read); the op itself has no
+    # result and nothing left to lower. Without this it ran eagerly: a host read of ``info``
+    # (a sync) in the middle of the step. Only while the checks are on (CALL_CONDITIONS).
+    aten._linalg_check_errors.default,
     # ``linspace``/``logspace`` with tensor endpoints (lowering/ranges.py): no torch-dialect op.
     aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor,
     aten.logspace.Tensor_Tensor, aten.logspace.Tensor_Scalar, aten.logspace.Scalar_Tensor,
@@ -2337,12 +2350,15 @@ def _table() -> dict[Any, Callable]:
     table[aten.polygamma.default] = gamma.polygamma
     table[aten.mvlgamma.default] = gamma.mvlgamma
     table.update(special.OPS)
+    table.update(linalg.OPS)
+    table[aten._linalg_check_errors.default] = lambda info, api_name, *, is_matrix: ()
     table[aten.addcmul.default] = addc.addcmul
     table[aten.addcdiv.default] = addc.addcdiv
     for op in empty_contractions.OPS:  # mm, bmm, mv, dot: only the empty form (_ONLY_WHEN)
         only_empty = op in (aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
                             aten._linalg_det.default)
-        table[op] = empty_contractions.decomposition(op, None if only_empty else table[op])
+        otherwise = linalg.det if op is linalg.DET else None if only_empty else table[op]
+        table[op] = empty_contractions.decomposition(op, otherwise)
     return table
 
 
@@ -2454,13 +2470,16 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     # An empty input too: eager's filler (_median).
     aten.median.default: lambda node: True,
     aten.kthvalue.default: _kthvalue_in_range,
-    **dict.fromkeys((aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
-                     aten._linalg_det.default), empty_contractions.applies),
+    **dict.fromkeys((aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default),
+                    empty_contractions.applies),
+    # A 0 x 0 matrix (1) or a small one (lowering/linalg.py).
+    aten._linalg_det.default: lambda node: empty_contractions.applies(node) or linalg.applies(node),
     # One strided slice per window position: not for huge windows (a 10000-wide pooling).
     **dict.fromkeys((aten.avg_pool2d.default, aten.avg_pool3d.default), avg_pooling.summable_window),
     **dict.fromkeys((aten.replication_pad1d.default, aten.replication_pad2d.default,
                      aten.replication_pad3d.default), lambda node: any(p < 0 for p in node.args[1])),
     **dict.fromkeys(addc.OPS, addc.applies),
+    **dict.fromkeys(linalg.OPS, linalg.applies),
     # An integer addmm (``F.linear`` of ints too) failed to compile on iree-cpu for every integer dtype.
     aten.addmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node) or _integer_result(node),
     aten.baddbmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),

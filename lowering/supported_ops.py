@@ -104,11 +104,29 @@ def _polygamma_order(n: Any) -> bool:
 CALL_CONDITIONS: dict[Any, Any] = {}
 
 
+def _checks_on() -> bool:
+    from lazy_core import checks
+
+    return checks.enabled()
+
+
 def _conditions() -> dict[Any, Any]:
     if not CALL_CONDITIONS:
         import torch
 
+        from . import linalg
+
         aten = torch.ops.aten
+        # Small float matrices only (lowering/linalg.py): reads the lazy tensors' shapes and
+        # dtypes, which are known without running anything.
+        CALL_CONDITIONS.update({op: linalg.applies_call(op) for op in linalg.OPS})
+        small_det = linalg.applies_call(linalg.DET)
+        CALL_CONDITIONS[linalg.DET] = lambda args, kwargs: (
+            (isinstance(args[0], torch.Tensor) and args[0].dim() >= 2 and args[0].shape[-1] == 0)
+            or small_det(args, kwargs))
+        # Recorded only to be checked on the device (lazy_core.checks); with LAZY_CHECKS=0 the
+        # CPU's check runs at the call, as an unsupported op (a host read, but never a lost error).
+        CALL_CONDITIONS[aten._linalg_check_errors.default] = lambda args, kwargs: _checks_on()
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(
