@@ -76,6 +76,24 @@ def _check(fn: Callable[..., Any], *inputs: Any, dtype: torch.dtype = torch.floa
     return got
 
 
+def _check_many(cases: list[tuple[Callable[..., Any], tuple, torch.dtype, tuple[int, ...]]]) -> None:
+    """``_check`` of each ``(fn, inputs, dtype, exact)``, the lazy results all computed by one
+    graph (one compile for the whole set, not one per case: CI's time)."""
+    pending = [fn(*(_lazy(x) for x in inputs)) for fn, inputs, _, _ in cases]
+    lazy_core.mark_step()
+    assert _fallbacks() == {}, _fallbacks()
+    for (fn, inputs, dtype, exact), lazy_out in zip(cases, pending, strict=True):
+        want = fn(*inputs)
+        wants = tuple(want) if isinstance(want, tuple) else (want,)
+        got = _cpu(lazy_out)
+        gots = got if isinstance(got, tuple) else (got,)
+        for i, (g, w) in enumerate(zip(gots, wants, strict=True)):
+            if i in exact or not w.is_floating_point():
+                assert torch.equal(g, w), (fn, i, g, w)
+            else:
+                torch.testing.assert_close(g, w, equal_nan=True, **_tol(dtype))
+
+
 def _general(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
     """A random matrix whose diagonal dominates: well conditioned, pivots all nonzero."""
     g = torch.Generator().manual_seed(seed)
@@ -106,26 +124,32 @@ def _rhs(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 1) -> torc
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("upper", [False, True])
-@pytest.mark.parametrize("left", [True, False])
-@pytest.mark.parametrize("unitriangular", [False, True])
-def test_solve_triangular(compiling: str, dtype: torch.dtype, upper: bool, left: bool, unitriangular: bool) -> None:
+def test_solve_triangular(compiling: str, dtype: torch.dtype) -> None:
     """Forward and back substitution, from either side, batch dims broadcast (A [2, 1, 5, 5],
     B [3, 5, 4]); only the named triangle is read (the other holds large garbage)."""
     _skip_float64(compiling, dtype)
-    a = _triangular(2, 1, 5, 5, upper=upper, dtype=dtype)
-    b = _rhs(3, 5, 4, dtype=dtype) if left else _rhs(3, 4, 5, dtype=dtype)
-    _check(lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unitriangular),
-           a, b, dtype=dtype)
+    cases = []
+    for upper in (False, True):
+        a = _triangular(2, 1, 5, 5, upper=upper, dtype=dtype)
+        for left in (True, False):
+            b = _rhs(3, 5, 4, dtype=dtype) if left else _rhs(3, 4, 5, dtype=dtype)
+            for unit in (False, True):
+                cases.append((lambda a, b, upper=upper, left=left, unit=unit: torch.linalg.solve_triangular(
+                    a, b, upper=upper, left=left, unitriangular=unit), (a, b), dtype, ()))
+    _check_many(cases)
 
 
-@pytest.mark.parametrize("upper", [False, True])
-@pytest.mark.parametrize("transpose", [False, True])
-def test_triangular_solve(compiling: str, upper: bool, transpose: bool) -> None:
+def test_triangular_solve(compiling: str) -> None:
     """The deprecated form: ``(X, A)``, with ``A^T`` solved for when ``transpose``."""
-    a = _triangular(3, 6, 6, upper=upper)
-    _check(lambda b, a: torch.triangular_solve(b, a, upper=upper, transpose=transpose), _rhs(3, 6, 2), a)
-    _check(lambda b, a: torch.triangular_solve(b, a, upper=upper, unitriangular=True), _rhs(6, 1), a[0])
+    cases = []
+    for upper in (False, True):
+        a = _triangular(3, 6, 6, upper=upper)
+        for transpose in (False, True):
+            cases.append((lambda b, a, upper=upper, transpose=transpose: torch.triangular_solve(
+                b, a, upper=upper, transpose=transpose), (_rhs(3, 6, 2), a), torch.float32, ()))
+        cases.append((lambda b, a, upper=upper: torch.triangular_solve(b, a, upper=upper, unitriangular=True),
+                      (_rhs(6, 1), a[0]), torch.float32, ()))
+    _check_many(cases)
 
 
 def test_solve_triangular_zero_diagonal_gives_eagers_infinities(compiling: str) -> None:
@@ -139,14 +163,16 @@ def test_solve_triangular_zero_diagonal_gives_eagers_infinities(compiling: str) 
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("upper", [False, True])
-@pytest.mark.parametrize("n", [1, 5, linalg.MAX_ORDER])
-def test_cholesky_ex(compiling: str, dtype: torch.dtype, upper: bool, n: int) -> None:
+def test_cholesky_ex(compiling: str, dtype: torch.dtype) -> None:
     """Orders 1 to ``MAX_ORDER``, a batch; only the named triangle is read."""
     _skip_float64(compiling, dtype)
-    a = _spd(2, n, n, dtype=dtype)
-    a = a + 100 * (a.tril(-1) if upper else a.triu(1))
-    _check(lambda a: torch.linalg.cholesky_ex(a, upper=upper), a, dtype=dtype, exact=(1,))
+    cases = []
+    for upper in (False, True):
+        for n in (1, 5, linalg.MAX_ORDER):
+            a = _spd(2, n, n, dtype=dtype)
+            a = a + 100 * (a.tril(-1) if upper else a.triu(1))
+            cases.append((lambda a, upper=upper: torch.linalg.cholesky_ex(a, upper=upper), (a,), dtype, (1,)))
+    _check_many(cases)
 
 
 def test_cholesky_ex_info_is_lapacks(compiling: str) -> None:
@@ -179,24 +205,27 @@ def test_cholesky_raises_at_the_read(compiling: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("upper", [False, True])
-def test_cholesky_solve(compiling: str, dtype: torch.dtype, upper: bool) -> None:
+def test_cholesky_solve(compiling: str, dtype: torch.dtype) -> None:
     _skip_float64(compiling, dtype)
-    factor = torch.linalg.cholesky(_spd(2, 1, 6, 6, dtype=dtype), upper=upper)
-    _check(lambda b, f: torch.cholesky_solve(b, f, upper=upper), _rhs(3, 6, 2, dtype=dtype), factor, dtype=dtype)
+    cases = []
+    for upper in (False, True):
+        factor = torch.linalg.cholesky(_spd(2, 1, 6, 6, dtype=dtype), upper=upper)
+        cases.append((lambda b, f, upper=upper: torch.cholesky_solve(b, f, upper=upper),
+                      (_rhs(3, 6, 2, dtype=dtype), factor), dtype, ()))
+    _check_many(cases)
 
 
 # -- LU ------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (3, 6, 6), (7, 4), (4, 7), (linalg.MAX_ORDER, linalg.MAX_ORDER)])
-def test_lu_factor_ex(compiling: str, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
+def test_lu_factor_ex(compiling: str, dtype: torch.dtype) -> None:
     """Eager's pivots (1-based int32) and ``info``, square and rectangular, batched. Random
     matrices, not diagonally dominant, so that rows do get swapped."""
     _skip_float64(compiling, dtype)
-    a = _rhs(*shape, dtype=dtype, seed=3)
-    _check(torch.linalg.lu_factor_ex, a, dtype=dtype, exact=(1, 2))
+    shapes = [(1, 1), (5, 5), (3, 6, 6), (7, 4), (4, 7), (linalg.MAX_ORDER, linalg.MAX_ORDER)]
+    _check_many([(torch.linalg.lu_factor_ex, (_rhs(*shape, dtype=dtype, seed=3),), dtype, (1, 2))
+                 for shape in shapes])
 
 
 def test_lu_pivot_ties_and_singular_info(compiling: str) -> None:
@@ -222,13 +251,16 @@ def test_linalg_lu_and_lu_unpack(compiling: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("left", [True, False])
-@pytest.mark.parametrize("adjoint", [False, True])
-def test_lu_solve(compiling: str, dtype: torch.dtype, left: bool, adjoint: bool) -> None:
+def test_lu_solve(compiling: str, dtype: torch.dtype) -> None:
     _skip_float64(compiling, dtype)
     lu, pivots = torch.linalg.lu_factor(_rhs(2, 5, 5, dtype=dtype, seed=6))
-    b = _rhs(2, 5, 3, dtype=dtype) if left else _rhs(2, 3, 5, dtype=dtype)
-    _check(lambda lu, p, b: torch.linalg.lu_solve(lu, p, b, left=left, adjoint=adjoint), lu, pivots, b, dtype=dtype)
+    cases = []
+    for left in (True, False):
+        b = _rhs(2, 5, 3, dtype=dtype) if left else _rhs(2, 3, 5, dtype=dtype)
+        for adjoint in (False, True):
+            cases.append((lambda lu, p, b, left=left, adjoint=adjoint: torch.linalg.lu_solve(
+                lu, p, b, left=left, adjoint=adjoint), (lu, pivots, b), dtype, ()))
+    _check_many(cases)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -237,11 +269,11 @@ def test_solve(compiling: str, dtype: torch.dtype) -> None:
     its status check stays on the device."""
     _skip_float64(compiling, dtype)
     a = _general(2, 6, 6, dtype=dtype, seed=7)
-    _check(torch.linalg.solve, a, _rhs(2, 6, 3, dtype=dtype), dtype=dtype)
-    _check(torch.linalg.solve, a, _rhs(6, dtype=dtype), dtype=dtype)
-    _check(torch.linalg.solve, a, _rhs(2, 6, dtype=dtype), dtype=dtype)
-    _check(lambda a, b: torch.linalg.solve(a, b, left=False), a, _rhs(4, 6, dtype=dtype), dtype=dtype)
-    _check(torch.linalg.solve, a[:1], _rhs(3, 6, 2, dtype=dtype), dtype=dtype)
+    _check_many([(torch.linalg.solve, (a, _rhs(2, 6, 3, dtype=dtype)), dtype, ()),
+                 (torch.linalg.solve, (a, _rhs(6, dtype=dtype)), dtype, ()),
+                 (torch.linalg.solve, (a, _rhs(2, 6, dtype=dtype)), dtype, ()),
+                 (lambda a, b: torch.linalg.solve(a, b, left=False), (a, _rhs(4, 6, dtype=dtype)), dtype, ()),
+                 (torch.linalg.solve, (a[:1], _rhs(3, 6, 2, dtype=dtype)), dtype, ())])
 
 
 def test_solve_ex_returns_eagers_factor_and_gradient(compiling: str) -> None:
@@ -293,12 +325,11 @@ def test_det_slogdet_logdet(compiling: str, dtype: torch.dtype) -> None:
     _skip_float64(compiling, dtype)
     a = _rhs(3, 5, 5, dtype=dtype, seed=9)
     singular = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [1.0, 0.0, 1.0]], dtype=dtype)
+    cases = []
     for x in (a, singular):
-        _check(torch.linalg.det, x, dtype=dtype)
-        _check(torch.linalg.slogdet, x, dtype=dtype)
-        _check(torch.ops.aten._linalg_det, x, dtype=dtype, exact=(2,))
-        _check(torch.ops.aten._linalg_slogdet, x, dtype=dtype, exact=(3,))
-    _check(torch.logdet, a, dtype=dtype, equal_nan=True)
+        cases += [(torch.linalg.det, (x,), dtype, ()), (torch.linalg.slogdet, (x,), dtype, ()),
+                  (torch.ops.aten._linalg_det, (x,), dtype, (2,)), (torch.ops.aten._linalg_slogdet, (x,), dtype, (3,))]
+    _check_many([*cases, (torch.logdet, (a,), dtype, ())])
 
 
 def test_det_gradient(compiling: str) -> None:
