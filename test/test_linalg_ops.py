@@ -21,7 +21,9 @@ import lazy_core
 from lazy_core import metrics
 from lowering import linalg
 
-BACKENDS = [b for b in requested_backends() if b != "eager"]
+#: iree-vulkan's unrolled graphs compile for minutes in all (lavapipe, 2 CPUs): ``make check-slow``.
+BACKENDS = [pytest.param(b, marks=pytest.mark.slow) if b == "iree-vulkan" else b
+            for b in requested_backends() if b != "eager"]
 DTYPES = [torch.float32, torch.float64]
 
 
