@@ -56,7 +56,7 @@ def scale_subnormal_logs(g: Graph) -> bool:
             small = call_like(g, aten.lt.Scalar, (x, info.tiny), flags, node)
             scaled = call_like(g, aten.mul.Scalar, (x, 2.0 ** k), val, node)
             operand = call_like(g, aten.where.self, (small, scaled, x), val, node)
-        node.replace_input_with(x, operand)
+        node.update_arg(0, operand)  # the base only: in ``x ** x`` the exponent is the same node
         with g.inserting_after(node):
             shifted = _undo_scaling(g, node, k, out)
         with g.inserting_after(shifted):
