@@ -83,7 +83,7 @@ class _Site(NamedTuple):
 
 class _State:
     def __init__(self) -> None:
-        #: The "first failing check" accumulator (int64, 0-d), or None before the first check.
+        #: The "first failing check" accumulator (int64, one element), or None before the first check.
         self.acc: LazyTensor | None = None
         #: The accumulator's value last read as 0 (no need to read it again).
         self.clean: Output | None = None
@@ -113,7 +113,11 @@ def _acc() -> LazyTensor:
     from .tensor import from_cpu
 
     if _state.acc is None:
-        _state.acc = from_cpu(torch.zeros((), dtype=torch.int64))
+        # Shape [1], not 0-d: backends may share one buffer among equal 0-d uploads (iree's
+        # SharedScalarData), which is never donated. A fresh accumulator then made every checked
+        # graph compile twice: once with the shared buffer, once more when the accumulator had
+        # become a result of its own and was donated (the same graph, another donation plan).
+        _state.acc = from_cpu(torch.zeros(1, dtype=torch.int64))
     acc = _state.acc
     value = acc._lz_storage.value
     if value.node.is_leaf() and _state.memo_segment is not value:

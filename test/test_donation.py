@@ -283,3 +283,17 @@ func.func @f(%m: {T}, %g: {T}, %p: {T}) -> ({T}, {T}) {{
     # The update reads the moment through the barrier, not the fusable add itself.
     assert result_of("torch_c.from_builtin_tensor") in sub_operands.split(", "), text
     assert result_of("torch.aten.add.Tensor") not in sub_operands.split(", "), text
+
+
+def test_a_checked_graph_compiles_once(backend) -> None:
+    """An index read checks its data on the device (lazy_core.checks): every checked graph also
+    updates a small int64 accumulator. A fresh accumulator was a 0-d upload, a buffer iree
+    shares among equal scalars and never donates; once the accumulator was a result of its own
+    it was donated. The same graph then had two donation plans and every checked graph was
+    compiled twice (a third of the compiles of ``test_bad_input``). It compiles once now."""
+    w = torch.randn(5, 3)
+    for i in range(4):
+        r = w.to("lazy")[torch.tensor([0, i]).to("lazy")] * 2
+        lazy_core.mark_step()
+        torch.testing.assert_close(r.cpu(), w[[0, i]] * 2, rtol=0, atol=0)
+    assert lazy_core.metrics.counter("cache_miss") == 1, lazy_core.metrics.counters()

@@ -25,9 +25,9 @@ print_computation(computation)
 print_computation(lowering.lower(computation, "linalg-on-tensors"), locations=False)
 
 # The weights' new values, the logits and the loss are the live results; the
-# label check (lazy_core/checks.py) adds its int64 accumulator, in and out, and
+# label check (lazy_core/checks.py) adds its int64 accumulator ([1]), in and out, and
 # its check ids as int64 scalars.
-# CHECK: // signature: @{{.*}}(device_data[32, 784]:float32, device_data[10]:float32, device_data[32]:float32, device_data[16, 1, 28, 28]:float32, device_data[10, 32]:float32, device_data[16]:int64, device_data[]:int64, scalar_pack[{{[0-9]+}}]:float64, scalar_pack[{{[0-9]+}}]:int64) -> ([32, 784]:float32, [32]:float32, [10, 32]:float32, [10]:float32, [16, 10]:float32, []:int64, []:float32)
+# CHECK: // signature: @{{.*}}(device_data[32, 784]:float32, device_data[10]:float32, device_data[32]:float32, device_data[16, 1, 28, 28]:float32, device_data[10, 32]:float32, device_data[16]:int64, device_data[1]:int64, scalar_pack[{{[0-9]+}}]:float64, scalar_pack[{{[0-9]+}}]:int64) -> ([32, 784]:float32, [32]:float32, [10, 32]:float32, [10]:float32, [16, 10]:float32, [1]:int64, []:float32)
 # CHECK: torch.aten.view %arg3, {{.*}} -> !torch.vtensor<[16,784],f32> loc("{{.*}}mnist_train_step.py":17:0)
 # CHECK: torch.aten.addmm {{.*}} -> !torch.vtensor<[16,32],f32> loc("{{.*}}mnist_train_step.py":17:0)
 # CHECK: torch.aten._log_softmax {{.*}} -> !torch.vtensor<[16,10],f32> loc("{{.*}}mnist_train_step.py":18:0)
