@@ -297,3 +297,18 @@ def test_a_checked_graph_compiles_once(backend) -> None:
         lazy_core.mark_step()
         torch.testing.assert_close(r.cpu(), w[[0, i]] * 2, rtol=0, atol=0)
     assert lazy_core.metrics.counter("cache_miss") == 1, lazy_core.metrics.counters()
+
+
+def test_a_scalar_accumulator_compiles_once(backend) -> None:
+    """``total = torch.tensor(0.0).to("lazy")``, then ``total += loss`` at each step: the first
+    step's ``total`` is a 0-d upload, which iree shares among equal scalars; later ones are
+    results. Both are donated (a shared one through a private copy), so both steps run one
+    executable, as the checks' accumulator above."""
+    x = torch.randn(3)
+    total, want = torch.tensor(0.0).to("lazy"), torch.tensor(0.0)
+    for _ in range(3):
+        total += x.to("lazy").sum()
+        want += x.sum()
+        lazy_core.mark_step()
+    torch.testing.assert_close(total.cpu(), want)
+    assert lazy_core.metrics.counter("cache_miss") == 1, lazy_core.metrics.counters()

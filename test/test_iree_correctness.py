@@ -205,13 +205,21 @@ def test_donation_never_writes_a_shared_scalar_buffer_after_memo_eviction(iree_c
     assert [o.cpu().item() for o in others[:3]] == [0.5, 1.5, 2.5]
 
 
-def test_a_shared_scalar_is_never_donatable(iree_cpu: lazy_core.BackendImpl) -> None:
-    """``can_donate`` is decided by the data, not by whether the memo still holds the buffer."""
-    device = iree_cpu.devices()[0]
-    shared = iree_cpu.make_backend_data(torch.tensor(7.25), device)
-    memo.scalar_memo.clear()  # what eviction does
-    assert not iree_cpu.can_donate(shared)
-    assert iree_cpu.can_donate(iree_cpu.make_backend_data(torch.ones(3), device))
+@pytest.mark.parametrize("evicted", [False, True])
+def test_a_donated_shared_scalar_is_written_through_a_private_copy(iree_cpu: lazy_core.BackendImpl,
+                                                                  evicted: bool) -> None:
+    """A shared scalar may be donated (one plan per graph, whatever made its inputs): the
+    execution copies it first, decided by the data's type, not by whether the memo still
+    holds the buffer."""
+    a, b = torch.tensor(3.0).to("lazy"), torch.tensor(3.0).to("lazy")
+    assert a._lz_value().node.data.handle is b._lz_value().node.data.handle  # one shared buffer
+    if evicted:
+        memo.scalar_memo.clear()
+    a.mul_(2)
+    lazy_core.mark_step()
+    assert lazy_core.metrics.counter("iree_donating_graphs") == 1, lazy_core.metrics.counters()
+    assert (a.cpu().item(), b.cpu().item()) == (6.0, 3.0)
+    assert lazy_core.metrics.timers()["iree_argument_copies"]["count"] == 1  # after the run (async)
 
 
 # -- 13.3: an in-place op through a view of a bool tensor, then a read of the base ------------------

@@ -175,14 +175,6 @@ def test_a_donated_buffer_passed_twice_is_read_before_it_is_written() -> None:
     torch.testing.assert_close(backend.to_host(results[r["m"]]), want_m)
 
 
-def test_shared_scalar_buffers_are_never_donated() -> None:
-    backend = use_backend("iree-cpu")
-    device = backend.default_device()
-    scalar = backend.make_backend_data(torch.tensor(0.5), device)
-    assert not backend.can_donate(scalar)  # equal scalars share this buffer
-    assert backend.can_donate(backend.make_backend_data(torch.ones(3), device))
-
-
 def test_donation_skips_pairs_iree_cannot_alias() -> None:
     from lazy_mlir.backends.iree.donation import donate_arguments, normalize
 

@@ -99,8 +99,7 @@ class SharedScalarData(BackendData):
     """A 0-d upload whose buffer equal scalars share (``scalar_memo``): never written.
 
     The mark travels with the data, so it holds after the memo evicts the
-    buffer: ``can_donate`` refuses it and a donation that reaches it anyway
-    writes into a private copy.
+    buffer: a donation that reaches it writes into a private copy.
     """
 
     __slots__ = ()
@@ -291,12 +290,13 @@ class IreeBackend(MlirBackend):
         return [self._compile_one(c, d) for c, d in zip(computations, donated)]
 
     def can_donate(self, data: BackendData) -> bool:
-        """Whether ``data``'s buffer may be donated: not one shared by equal scalars.
+        """Every buffer: a donated shared scalar is copied first (``execute_computation``).
 
-        Decided by the data's type, not by the scalar memo: a buffer evicted
-        from the memo is still shared by every BackendData made from it.
+        Refusing a shared scalar made the donation plan depend on where a value came from:
+        a 0-d accumulator that starts as an upload (shared) and then becomes a result gave
+        the same graph two plans, and so two compiles. Copying a few bytes is cheaper.
         """
-        return not isinstance(data, SharedScalarData)
+        return True
 
     def _compile_vmfb(
         self, computation: lowering.Computation, donated: Mapping[int, int] | None = None
