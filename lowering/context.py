@@ -35,6 +35,7 @@ from .computation import ArgInfo, Computation, ResultInfo
 from .constant_sums import reduce_constant_sums
 from .decompositions import DECOMPOSED_OPS, MAX_POOL_DECOMPOSED, TENSOR_FORMS, canonical_args
 from .decompositions import inline as inline_decomposition
+from .erf64 import expand_float64_erf
 from .errors import LoweringError
 from .fx_meta import fake_tensor as _fake_tensor
 from .fx_meta import meta_tensor as _meta_tensor
@@ -103,7 +104,7 @@ class LoweringContext:
     def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
                  emulate_bf16: str | None = None, exact_max_pool: bool = True,
                  int64_extrema: bool = False, nan_checked_extrema: bool = False,
-                 positive_zero_sums: bool = False, subnormal_logs: bool = False) -> None:
+                 positive_zero_sums: bool = False, subnormal_logs: bool = False, float64_erf: bool = False) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
         f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
 
@@ -127,8 +128,12 @@ class LoweringContext:
         (``lowering/positive_zero_sums.py``: Vulkan on lavapipe keeps a -0.0).
 
         ``subnormal_logs`` scales a subnormal operand of ``log``/``log2``/``log10`` up first
-        (``lowering/subnormal_logs.py``: lavapipe reads it as the smallest normal)."""
+        (``lowering/subnormal_logs.py``: lavapipe reads it as the smallest normal).
+
+        ``float64_erf`` computes a float64 ``erf`` from ``exp`` (``lowering/erf64.py``: IREE has
+        no float64 ``math.erf``)."""
         self.graph = graph
+        self.float64_erf = float64_erf
         self.positive_zero_sums = positive_zero_sums
         self.subnormal_logs = subnormal_logs
         self.int64_extrema = int64_extrema
@@ -290,6 +295,8 @@ class LoweringContext:
             make_zero_sums_positive(g)
         if self.subnormal_logs:
             scale_subnormal_logs(g)
+        if self.float64_erf:
+            expand_float64_erf(g)
         return g
 
     def _empty_results(self, node: Node, trace: str | None) -> list[Any] | None:
@@ -711,10 +718,11 @@ def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:
 def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
                 emulate_bf16: str | None = None, exact_max_pool: bool = True,
                 int64_extrema: bool = False, nan_checked_extrema: bool = False,
-                positive_zero_sums: bool = False, subnormal_logs: bool = False) -> Computation:
+                positive_zero_sums: bool = False, subnormal_logs: bool = False,
+                float64_erf: bool = False) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
     return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema,
-                           nan_checked_extrema, positive_zero_sums, subnormal_logs).build()
+                           nan_checked_extrema, positive_zero_sums, subnormal_logs, float64_erf).build()
 
 
 def _is_number(x: Any) -> bool:

@@ -2367,12 +2367,14 @@ _NESTED: dict[Any, Callable] = {}
 
 
 def _tanh_gelu(node: Node) -> bool:
-    """``gelu(approximate="tanh")`` (torch-mlir's sqrt(2/pi) is wrong), or an exact one of
-    float16/bfloat16 (torch-mlir computes it in that dtype; eager in float32)."""
+    """``gelu(approximate="tanh")`` (torch-mlir's sqrt(2/pi) is wrong), an exact one of
+    float16/bfloat16 (torch-mlir computes it in that dtype; eager in float32), or of float64:
+    its ``erf`` is then an op of the graph, which a target without a float64 ``math.erf``
+    expands (``lowering/erf64.py``); torch-mlir's own gelu hides it in linalg."""
     if node.kwargs.get("approximate", "none") == "tanh":
         return True
     x = node.args[-1]  # gelu(x) or gelu_backward(grad, x)
-    return isinstance(x, Output) and x.meta is not None and x.meta.dtype in _HALF_FLOATS
+    return isinstance(x, Output) and x.meta is not None and x.meta.dtype in (*_HALF_FLOATS, torch.float64)
 
 
 #: Ops decomposed only in some forms; the others lower as they are.

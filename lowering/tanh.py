@@ -83,17 +83,23 @@ def _erf(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x < 0, -y, y)
 
 
+def _kernel_erf(x: torch.Tensor) -> torch.Tensor:
+    """The ``erf`` eager's gelu kernel calls: the approximation above in float32, the precise
+    one in float64 (``Vectorized<double>::erf``)."""
+    return torch.erf(x) if x.dtype == torch.float64 else _erf(x)
+
+
 def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     """``x * Phi(x)`` in the compute dtype, rounded once (eager's CPU formula)."""
     dtype = x.dtype
     x = x.to(compute_dtype(x)[1])
-    return (x * 0.5 * (1 + _erf(x * _ALPHA))).to(dtype)
+    return (x * 0.5 * (1 + _kernel_erf(x * _ALPHA))).to(dtype)
 
 
 def gelu_erf_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     dtype = x.dtype
     ctype = compute_dtype(x)[1]
     x, grad = x.to(ctype), grad.to(ctype)
-    cdf = 0.5 * (1 + _erf(x * _ALPHA))
+    cdf = 0.5 * (1 + _kernel_erf(x * _ALPHA))
     pdf = _PDF * torch.exp(x * x * -0.5)
     return (grad * (cdf + x * pdf)).to(dtype)

@@ -1710,16 +1710,13 @@ def test_erf_keeps_the_sign_of_a_zero(name):
         assert torch.equal(got.signbit()[zeros], want.signbit()[zeros]), (what, got, want)
 
 
-_NO_F64_ERF = "IREE 3.13 has no float64 math.erf (its expansions are float32 only): the graph runs eagerly"
-
-
-@pytest.mark.parametrize("name", on_backends(iree_cpu=_NO_F64_ERF, iree_cuda=_NO_F64_ERF,
-                                             iree_vulkan="no float64 on lavapipe's IREE target at all"))
+@pytest.mark.parametrize("name", on_backends(iree_vulkan="no float64 on lavapipe's IREE target at all"))
 def test_float64_erf_and_gelu_compile(name):
     """A float64 ``erf`` (``gelu`` of a float64 model) failed to compile on every compiled backend
     and ran eagerly: MLIR's ``math.erf`` expansion is float32 only. The reference backend calls
     libm's ``erf`` now (backends/reference_libm.py), within one ulp of eager, which its float32
-    ``erf`` also calls (``erff``: one ulp where the expansion was two)."""
+    ``erf`` also calls (``erff``: one ulp where the expansion was two). The IREE targets expand a
+    float64 ``erf`` into fdlibm's steps (``float64_erf``, lowering/erf64.py), within an ulp too."""
     use_backend(name)
     torch.manual_seed(0)
     for dtype in (torch.float64, torch.float32):
@@ -1727,8 +1724,15 @@ def test_float64_erf_and_gelu_compile(name):
         got, want = torch.erf(lazy(x)).cpu(), torch.erf(x)
         assert torch.equal(got.signbit(), want.signbit())
         ulp = torch.finfo(dtype).eps * want.abs().clamp_min(torch.finfo(dtype).tiny)
-        assert ((got - want).abs() <= ulp).all(), (dtype, ((got - want).abs() / ulp).max())
+        # IREE's float32 erf is MLIR's polynomial expansion, two ulp off at most.
+        ulps = 2 if dtype == torch.float32 and name.startswith("iree") else 1
+        assert ((got - want).abs() <= ulps * ulp).all(), (dtype, ((got - want).abs() / ulp).max())
         torch.testing.assert_close(F.gelu(lazy(x)).cpu(), F.gelu(x))
+    x = torch.randn(64, dtype=torch.float64, requires_grad=True)
+    lx = lazy(x.detach()).requires_grad_()
+    F.gelu(lx).sum().backward()
+    F.gelu(x).sum().backward()
+    torch.testing.assert_close(lx.grad.cpu(), x.grad)
     assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()
 
 

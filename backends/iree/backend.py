@@ -166,11 +166,11 @@ class IreeBackend(MlirBackend):
 
     def lowering_options(self) -> dict[str, Any]:
         """bf16 emulated, integer extrema widened, float extrema NaN-checked, zero sums made +0.0, logs of
-        subnormals scaled, as the target asks (see ``config``)."""
+        subnormals scaled, float64 erf expanded, as the target asks (see ``config``)."""
         target = self.config.target
         return {"emulate_bf16": target.emulate_bf16, "int64_extrema": target.int64_extrema,
                 "nan_checked_extrema": target.nan_checked_extrema, "positive_zero_sums": target.positive_zero_sums,
-                "subnormal_logs": target.subnormal_logs}
+                "subnormal_logs": target.subnormal_logs, "float64_erf": target.float64_erf}
 
     @property
     def flushes_subnormals(self) -> bool:  # type: ignore[override]
@@ -208,7 +208,8 @@ class IreeBackend(MlirBackend):
                  f"bf16={self.config.target.emulate_bf16}", f"int64_extrema={self.config.target.int64_extrema}",
                  f"nan_checked_extrema={self.config.target.nan_checked_extrema}",
                  f"positive_zero_sums={self.config.target.positive_zero_sums}",
-                 f"subnormal_logs={self.config.target.subnormal_logs}"])
+                 f"subnormal_logs={self.config.target.subnormal_logs}",
+                 f"float64_erf={self.config.target.float64_erf}"])
         return self._target_identity
 
     def persistent_key(self) -> str:

@@ -158,6 +158,9 @@ class TargetSpec:
     #: Scale a subnormal operand of ``log``/``log2``/``log10`` up first (``lowering/subnormal_logs.py``):
     #: lavapipe reads it as the smallest normal (``log(1e-40)`` was -87.34, not -92.10).
     subnormal_logs: bool = False
+    #: Compute a float64 ``erf`` from ``exp`` and rational functions (``lowering/erf64.py``):
+    #: IREE 3.13 has no float64 ``math.erf`` (MLIR's expansion is float32 only).
+    float64_erf: bool = False
     #: Ops left to run eagerly (``supports_op``) although the lowering decomposes them: their
     #: decomposition does not compile for this target, and a graph that fails to compile runs
     #: op by op whole. ``median`` on vulkan-spirv: IREE 3.13 crashes (signal 11 in
@@ -173,14 +176,14 @@ class TargetSpec:
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
                  (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"),
-                 flushes_subnormals=True)
+                 float64_erf=True, flushes_subnormals=True)
 #: Replayed (memoized) command buffers wrote into freed memory on Vulkan (the module docstring).
 _NO_MEMOIZATION = "--iree-hal-memoization=false"
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
                     (*_CORRECTNESS, _NO_MEMOIZATION), int64_extrema=True, nan_checked_extrema=True, positive_zero_sums=True,
                     subnormal_logs=True,
                     eager_ops=frozenset({"aten::median.dim", "aten::median", "aten::kthvalue"}))
-CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
+CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS, float64_erf=True)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
 INPUT_FORMS = ("raw", "torch", "linalg")
