@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -234,9 +235,8 @@ def test_complex_and_fft_run_eagerly_never_abort(backend_name: str) -> None:
     rows = _child(_COMPLEX_CHILD, backend_name)
     results = {r["case"]: r.get("result", r.get("same")) for r in rows}
     assert results.pop("after") is True
-    # ComplexHalf has no IREE buffer type: raising is allowed there, aborting is not.
-    allowed = {"same"} | ({"raise TypeError: Got unsupported ScalarType ComplexHalf"} if "iree" in backend_name else set())
-    assert all(results[c] in allowed for c in results), results
+    # ComplexHalf raised TypeError on IREE (no buffer type); it is stored as int32 bits now.
+    assert all(results[c] == "same" for c in results), results
     assert len(results) == 10
 
 
@@ -633,3 +633,32 @@ def test_index_add_out_of_range_raises_eagers_error_for_every_rank_and_dim(backe
         message = re.sub(r"^index -?\d+ is", "index is", str(expected.value))
         with pytest.raises(type(expected.value), match=re.escape(message)):
             torch.zeros(shape).to("lazy").index_add_(dim, index.to("lazy"), source.to("lazy")).cpu()
+
+
+_STORED_ONLY_CASES = {
+    "hash_tensor (uint64)": lambda d: torch.hash_tensor(torch.arange(12.0).view(3, 4).to(d), 1),
+    "uint32 product": lambda d: torch.tensor([1, 2, 2**31 + 5], dtype=torch.uint32).to(d) * 3,
+    "to float8 and back": lambda d: torch.tensor([0.3, -2.5, 448.0]).to(d).to(torch.float8_e4m3fn).float() * 2,
+    "float8 e5m2 upload": lambda d: torch.tensor([0.3, -2.5, 6e4]).to(torch.float8_e5m2).to(d).float() + 1,
+    "complex32 sum": lambda d: (torch.tensor([1 + 2j, -3j]).to(torch.chalf).to(d) * 2).to(torch.cfloat),
+}
+
+
+@pytest.mark.parametrize("backend_name", [b for b in requested_backends() if b.startswith("iree")])
+def test_dtypes_iree_only_stores_give_eagers_values(backend_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.hash_tensor`` (a uint64 result), a uint32 tensor, float8 and complex32 raised
+    TypeError on IREE ("tensors of dtype torch.uint64 are not supported") where eager works:
+    the buffer could not be made. They are stored as same-width integer bits now
+    (``backends/iree/dtypes.py``), and a graph that computes on one is refused, deliberately,
+    so it runs eagerly on the CPU with eager's values."""
+    monkeypatch.setenv("LAZY_STRICT", "0")
+    use_backend(backend_name)
+    for name, fn in _STORED_ONLY_CASES.items():
+        want = fn("cpu")
+        with warnings.catch_warnings():  # "could not compile ... refused": the point of the test
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = fn("lazy")
+            lazy_core.mark_step()
+            got = got.cpu()
+        assert got.dtype == want.dtype and torch.equal(got, want), (name, got, want)
+    assert lazy_core.metrics.counter("iree_refused_stored_only_dtype") >= 3, lazy_core.metrics.counters()

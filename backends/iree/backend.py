@@ -307,6 +307,13 @@ class IreeBackend(MlirBackend):
         Returns the flatbuffer, the arguments its code may write into, and the
         donations applied.
         """
+        stored_only = _STORED_ONLY.search(computation.mlir)
+        if stored_only:
+            metrics.counter_add("iree_refused_stored_only_dtype")
+            raise IreeCompileError.refused(
+                f"the IREE backends store {stored_only.group(1)} tensors but compile no op on them (their "
+                "semantics are unchecked against PyTorch's); they run eagerly (backends/iree/dtypes.py)", stored_only.group(0), computation.mlir, self.config,
+                computation.func_name, "raw")
         errors: list[CompileError] = []
         for form in self.config.input_forms:
             try:
@@ -522,6 +529,10 @@ def _shared_results(args: list, outs: list, donated_results: set[int]) -> list[i
         else:
             seen.add(bid)
     return shared
+
+
+#: A tensor type of a dtype IREE only stores (``dtypes.STORED_ONLY``), in the torch dialect.
+_STORED_ONLY = re.compile(r"vtensor<\[[^\]]*\],(" + "|".join(re.escape(t) for t in dtypes.STORED_ONLY.values()) + r")>")
 
 
 def _shared_donations(arguments: Sequence[BackendData], donated: Mapping[int, int]) -> set[int]:

@@ -1,8 +1,15 @@
 """Torch dtypes <-> IREE HAL element types and the numpy dtypes used to move bytes.
 
 IREE buffers are untyped bytes plus an element type on the buffer view. We
-move bytes through numpy, which lacks ``bfloat16``: such tensors travel as
-``int16`` with the same bits and are reinterpreted on arrival.
+move bytes through numpy, which lacks ``bfloat16``, the float8 types and
+``complex32``: such tensors travel as integers of the same width with the same
+bits and are reinterpreted on arrival.
+
+The unsigned types wider than a byte, float8 and ``complex32`` are stored only
+(``STORED_ONLY``): a tensor of them lives on the device and its ops run eagerly,
+because IREE does not compute them as PyTorch does (``backend.IreeBackend``
+refuses a computation that holds one). Before, uploading one raised TypeError
+where eager works (``torch.hash_tensor``'s uint64, a float8 cast).
 """
 
 from __future__ import annotations
@@ -25,7 +32,28 @@ _TABLE: dict[torch.dtype, tuple[HalElementType, type]] = {
     torch.bool: (HalElementType.BOOL_8, np.bool_),
     torch.complex64: (HalElementType.COMPLEX_64, np.complex64),
     torch.complex128: (HalElementType.COMPLEX_128, np.complex128),
+    torch.uint16: (HalElementType.UINT_16, np.uint16),
+    torch.uint32: (HalElementType.UINT_32, np.uint32),
+    torch.uint64: (HalElementType.UINT_64, np.uint64),
+    torch.float8_e4m3fn: (HalElementType.FLOAT_8_E4M3_FN, np.uint8),
+    torch.float8_e5m2: (HalElementType.FLOAT_8_E5M2, np.uint8),
+    torch.float8_e4m3fnuz: (HalElementType.FLOAT_8_E4M3_FNUZ, np.uint8),
+    torch.float8_e5m2fnuz: (HalElementType.FLOAT_8_E5M2_FNUZ, np.uint8),
+    torch.complex32: (HalElementType.OPAQUE_32, np.int32),
 }
+
+#: dtypes a buffer holds but no computation computes (the module docstring), with the
+#: element type their ops are refused by in the torch dialect.
+STORED_ONLY: dict[torch.dtype, str] = {
+    torch.uint16: "ui16", torch.uint32: "ui32", torch.uint64: "ui64",
+    torch.float8_e4m3fn: "f8E4M3FN", torch.float8_e5m2: "f8E5M2", torch.float8_e4m3fnuz: "f8E4M3FNUZ",
+    torch.float8_e5m2fnuz: "f8E5M2FNUZ", torch.complex32: "complex<f16>",
+}
+
+#: dtypes numpy lacks -> the torch integer dtype of the same width carrying their bits.
+_AS_BITS = {torch.bfloat16: torch.int16, torch.complex32: torch.int32,
+            **dict.fromkeys((torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz),
+                            torch.uint8)}
 
 # The integer bit patterns IREE uses for the same width (signless/signed/unsigned).
 _BY_HAL: dict[int, torch.dtype] = {int(hal): dt for dt, (hal, _) in _TABLE.items()}
@@ -50,7 +78,7 @@ def hal_element_type(dtype: torch.dtype) -> HalElementType:
 
 
 def carrier(dtype: torch.dtype) -> type:
-    """The numpy dtype whose bytes equal ``dtype``'s (int16 for bfloat16)."""
+    """The numpy dtype whose bytes equal ``dtype``'s (int16 for bfloat16, uint8 for float8)."""
     return _TABLE[dtype][1]
 
 
@@ -62,16 +90,17 @@ def torch_dtype_of(element_type: HalElementType | int) -> torch.dtype | None:
 def to_carrier_numpy(t: torch.Tensor) -> np.ndarray:
     """A C-contiguous numpy array with ``t``'s bytes (shares memory when it can)."""
     t = t.detach().contiguous()
-    if t.dtype == torch.bfloat16:
-        t = t.view(torch.int16)
+    bits = _AS_BITS.get(t.dtype)
+    if bits is not None:
+        t = t.view(bits)
     return t.numpy()
 
 
 def from_carrier_numpy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """The torch tensor for carrier array ``a`` (no copy)."""
     t = torch.from_numpy(a)
-    if dtype == torch.bfloat16:
-        t = t.view(torch.bfloat16)
+    if dtype in _AS_BITS:
+        t = t.view(dtype)
     return t
 
 
