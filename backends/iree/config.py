@@ -159,7 +159,8 @@ class TargetSpec:
     #: lavapipe reads it as the smallest normal (``log(1e-40)`` was -87.34, not -92.10).
     subnormal_logs: bool = False
     #: Compute a float64 ``erf`` from ``exp`` and rational functions (``lowering/erf64.py``):
-    #: IREE 3.13 has no float64 ``math.erf`` (MLIR's expansion is float32 only).
+    #: IREE 3.13's CPU code has no float64 ``math.erf`` (MLIR's expansion is float32 only;
+    #: its CUDA code calls libdevice's ``erf``, which has one).
     float64_erf: bool = False
     #: Ops left to run eagerly (``supports_op``) although the lowering decomposes them: their
     #: decomposition does not compile for this target, and a graph that fails to compile runs
@@ -183,7 +184,7 @@ VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
                     (*_CORRECTNESS, _NO_MEMOIZATION), int64_extrema=True, nan_checked_extrema=True, positive_zero_sums=True,
                     subnormal_logs=True,
                     eager_ops=frozenset({"aten::median.dim", "aten::median", "aten::kthvalue"}))
-CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS, float64_erf=True)
+CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
 INPUT_FORMS = ("raw", "torch", "linalg")
