@@ -1724,8 +1724,9 @@ def test_float64_erf_and_gelu_compile(name):
         got, want = torch.erf(lazy(x)).cpu(), torch.erf(x)
         assert torch.equal(got.signbit(), want.signbit())
         ulp = torch.finfo(dtype).eps * want.abs().clamp_min(torch.finfo(dtype).tiny)
-        # IREE's float32 erf is MLIR's polynomial expansion, two ulp off at most.
-        ulps = 2 if dtype == torch.float32 and name.startswith("iree") else 1
+        # IREE's float32 erf is MLIR's polynomial expansion, two ulp off at most; iree-cuda's float64
+        # erf is libdevice's (documented within two ulp).
+        ulps = 2 if (dtype == torch.float32 and name.startswith("iree")) or name == "iree-cuda" else 1
         assert ((got - want).abs() <= ulps * ulp).all(), (dtype, ((got - want).abs() / ulp).max())
         torch.testing.assert_close(F.gelu(lazy(x)).cpu(), F.gelu(x))
     x = torch.randn(64, dtype=torch.float64, requires_grad=True)
