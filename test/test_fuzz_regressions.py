@@ -1715,8 +1715,9 @@ def test_float64_erf_and_gelu_compile(name):
     """A float64 ``erf`` (``gelu`` of a float64 model) failed to compile on every compiled backend
     and ran eagerly: MLIR's ``math.erf`` expansion is float32 only. The reference backend calls
     libm's ``erf`` now (backends/reference_libm.py), within one ulp of eager, which its float32
-    ``erf`` also calls (``erff``: one ulp where the expansion was two). The IREE targets expand a
-    float64 ``erf`` into fdlibm's steps (``float64_erf``, lowering/erf64.py), within an ulp too."""
+    ``erf`` also calls (``erff``: one ulp where the expansion was two). iree-cpu expands a float64
+    ``erf`` into fdlibm's steps (``float64_erf``, lowering/erf64.py), within an ulp too; iree-cuda
+    calls libdevice's."""
     use_backend(name)
     torch.manual_seed(0)
     for dtype in (torch.float64, torch.float32):

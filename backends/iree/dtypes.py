@@ -7,8 +7,8 @@ bits and are reinterpreted on arrival.
 
 The unsigned types wider than a byte, float8 and ``complex32`` are stored only
 (``STORED_ONLY``): a tensor of them lives on the device and its ops run eagerly,
-because IREE does not compute them as PyTorch does (``backend.IreeBackend``
-refuses a computation that holds one). Before, uploading one raised TypeError
+because IREE's arithmetic on them is unchecked against PyTorch's
+(``backend.IreeBackend`` refuses a computation that holds one). Before, uploading one raised TypeError
 where eager works (``torch.hash_tensor``'s uint64, a float8 cast).
 """
 
