@@ -94,6 +94,7 @@ FORMS: dict[str, tuple[Callable[..., torch.Tensor], tuple[tuple[int, ...], ...]]
     "sdpa_bool_mask": (lambda x: F.scaled_dot_product_attention(x, x, x, attn_mask=_randn(7, 7) > 0), (X4,)),
     "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), (X4,)),
     "gelu_float64": (lambda x: F.gelu(x.double()), (X4,)),
+    "uint32_product": (lambda x: x + ((x.abs() * 100).to(torch.uint32) * 3).float(), (X4,)),
     "softplus_beta_threshold": (lambda x: F.softplus(x * 10, beta=2, threshold=5), (X4,)),
     "mish_hardswish_silu": (lambda x: F.mish(x) + F.hardswish(x) + F.hardsigmoid(x) + F.silu(x), (X4,)),
     "glu": (lambda x: F.glu(x, 1), (X4,)),
