@@ -105,11 +105,13 @@ def expand_float64_erf(g: Graph) -> bool:
         example = torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype, device="meta")
         traced = make_fx(erf64, tracing_mode="fake")(example)
         [placeholder] = [n for n in traced.graph.nodes if n.op == "placeholder"]
+        before = set(g.nodes)
         with g.inserting_before(node):
             result = g.graph_copy(traced.graph, {placeholder: x})
-        for n in g.nodes:
-            if n.meta.get("stack_trace") is None and "stack_trace" in node.meta:
-                n.meta["stack_trace"] = node.meta["stack_trace"]
+        if "stack_trace" in node.meta:  # the new nodes carry the erf's source line
+            for n in g.nodes:
+                if n not in before:
+                    n.meta["stack_trace"] = node.meta["stack_trace"]
         node.replace_all_uses_with(result)
         g.erase_node(node)
         changed = True
