@@ -94,6 +94,10 @@ def erf64(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(x) | (x == 0), x, y)  # NaN, and a zero keeps its sign
 
 
+#: ``erf64`` traced, by input shape and stride.
+_traced: dict[tuple, object] = {}
+
+
 def expand_float64_erf(g: Graph) -> bool:
     """Replace each float64 ``aten.erf`` of ``g`` with ``erf64``'s ops; True if any was."""
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -102,8 +106,13 @@ def expand_float64_erf(g: Graph) -> bool:
     for node, x, val in calls_on_tensors(g, (aten.erf.default,)):
         if val.dtype != torch.float64:
             continue
-        example = torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype, device="meta")
-        traced = make_fx(erf64, tracing_mode="fake")(example)
+        key = (tuple(val.shape), tuple(val.stride()))
+        traced = _traced.get(key)
+        if traced is None:  # tracing costs tens of ms; a model repeats the same few shapes
+            example = torch.empty_strided(*key, dtype=val.dtype, device="meta")
+            traced = make_fx(erf64, tracing_mode="fake")(example)
+            if len(_traced) < 256:
+                _traced[key] = traced
         [placeholder] = [n for n in traced.graph.nodes if n.op == "placeholder"]
         before = set(g.nodes)
         with g.inserting_before(node):
