@@ -99,7 +99,7 @@ a convolution) with a zero fill as an input multiplies by that constant just
 the same: ``F.linear(torch.zeros(2, 3), w)`` gave 0 where ``w`` holds a NaN
 (fuzz seed 1402 p7). On lavapipe the zeros tensors of a graph
 (``torch.zeros``, Adam's fresh moments, an RNN's initial state) therefore go
-behind ``util.optimization_barrier`` before iree-compile sees them
+behind ``util.optimization_barrier``, one per reader, before iree-compile sees them
 (``rewrites.hide_zero_literals``): IREE cannot fold them, the shaders read
 them from a buffer, and those graphs compile. What is left here are zeros
 IREE makes itself (``x * 0`` of a literal scalar, ``sub(alpha=0)``).
