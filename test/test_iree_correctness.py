@@ -19,7 +19,8 @@ from conftest import backend_unavailable_reason, requested_backends, use_backend
 
 import lazy_core
 from lazy_mlir.backends.iree import memo
-from lazy_mlir.backends.iree.rewrites import hide_zero_literals, rewrite_for_iree
+from lazy_mlir.backends.iree.miscompiles import writes_through_a_barrier_alias
+from lazy_mlir.backends.iree.rewrites import hide_zero_literals, merge_duplicates, rewrite_for_iree
 
 
 @pytest.fixture(params=["iree-cpu", "reference"])
@@ -206,6 +207,57 @@ def test_each_use_of_a_zero_literal_gets_a_barrier_of_its_own() -> None:
     assert out.count("util.optimization_barrier") == 2, out
     assert out.count("torch.aten.broadcast_to") == 2, out
     assert "tensor<3xf32>) : !torch.vtensor<[3],f32>" not in out, out
+
+
+_BARRIER_ALIAS_FLOW = """util.func public @f$async(%arg0: !hal.buffer_view) {
+    %2 = flow.tensor.slice %0[%c0 for %c5] : tensor<6xf32> -> tensor<5xf32>
+    %3 = util.optimization_barrier %2 : tensor<5xf32>
+    %4 = flow.tensor.update %3, %0[%c1] : tensor<5xf32> -> %0 as tensor<6xf32>
+    %6 = flow.tensor.update %5, %2[%c0] : tensor<1xf32> -> %2 as tensor<5xf32>
+    %7:3 = hal.tensor.barrier join(%4, %3, %6 : tensor<6xf32>, tensor<5xf32>, tensor<5xf32>) => %arg3 : !hal.fence
+    util.return
+  }"""
+
+
+def test_a_write_into_a_barriers_operand_while_its_result_is_used_is_refused() -> None:
+    """IREE's flow IR for ``x[1:] = y; z[0] = 100`` with ``z`` an unmerged copy of ``y`` (test_fuzz_regressions
+    ``test_a_write_into_an_equal_slice_...``): the update writes ``%2`` in place while the barrier's
+    result ``%3``, the same buffer, is still read. A write into the barrier's result whose operand
+    nothing else reads is IREE's usual copy-on-write, and compiles."""
+    assert writes_through_a_barrier_alias(_BARRIER_ALIAS_FLOW) == [
+        "%6 = flow.tensor.update %5, %2[%c0] : tensor<1xf32> -> %2 as tensor<5xf32>"]
+    merged = _BARRIER_ALIAS_FLOW.replace("%2[%c0] : tensor<1xf32> -> %2", "%3[%c0] : tensor<1xf32> -> %3")
+    assert writes_through_a_barrier_alias(merged) == []
+    # Two barriers of one constant (the lavapipe zeros of test_fuzz_seed_9301_...): one written.
+    zeros = """util.func public @g$async(%arg0: !hal.buffer_view) {
+    %cst = arith.constant dense<0.000000e+00> : tensor<3xf32>
+    %0 = util.optimization_barrier %cst : tensor<3xf32>
+    %1 = util.optimization_barrier %cst : tensor<3xf32>
+    %3 = flow.tensor.update %2, %1[%c1] : tensor<2xf32> -> %1 as tensor<3xf32>
+    %4 = hal.tensor.alias wait(%arg1) => %0 : tensor<3xf32> to %arg0 : !hal.buffer_view
+  }"""
+    assert len(writes_through_a_barrier_alias(zeros)) == 1
+
+
+def test_equal_torch_ops_are_merged_but_not_random_ones() -> None:
+    """``merge_duplicates``: MLIR's ``cse`` leaves torch ops alone (they declare no purity)."""
+    mlir = """func.func @f(%x: !torch.vtensor<[6],f32>) -> (!torch.vtensor<[5],f32>, !torch.vtensor<[5],f32>, !torch.vtensor<[6],f32>, !torch.vtensor<[6],f32>) {
+  %int0 = torch.constant.int 0
+  %int-1 = torch.constant.int -1
+  %int1 = torch.constant.int 1
+  %none = torch.constant.none
+  %0 = torch.aten.slice.Tensor %x, %int0, %int0, %int-1, %int1 : !torch.vtensor<[6],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[5],f32>
+  %1 = torch.aten.slice.Tensor %x, %int0, %int0, %int-1, %int1 : !torch.vtensor<[6],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[5],f32>
+  %2 = torch.aten.tanh %0 : !torch.vtensor<[5],f32> -> !torch.vtensor<[5],f32>
+  %3 = torch.aten.tanh %1 : !torch.vtensor<[5],f32> -> !torch.vtensor<[5],f32>
+  %4 = torch.aten.rand_like %x, %none, %none, %none, %none, %none : !torch.vtensor<[6],f32>, !torch.none, !torch.none, !torch.none, !torch.none, !torch.none -> !torch.vtensor<[6],f32>
+  %5 = torch.aten.rand_like %x, %none, %none, %none, %none, %none : !torch.vtensor<[6],f32>, !torch.none, !torch.none, !torch.none, !torch.none, !torch.none -> !torch.vtensor<[6],f32>
+  return %2, %3, %4, %5 : !torch.vtensor<[5],f32>, !torch.vtensor<[5],f32>, !torch.vtensor<[6],f32>, !torch.vtensor<[6],f32>
+}"""
+    out = merge_duplicates(mlir)
+    assert out.count("torch.aten.slice.Tensor") == 1, out
+    assert out.count("torch.aten.tanh") == 1, out
+    assert out.count("torch.aten.rand_like") == 2, out
 
 
 # -- 13.5: donation and scalar buffers shared by equal uploads ----------------------------------

@@ -85,7 +85,13 @@ from .memo import (
     scalar_memo,
     vmfb_memo,
 )
-from .rewrites import hide_zero_literals, materialize_self_updates, rewrite_for_iree, separate_sorts
+from .rewrites import (
+    hide_zero_literals,
+    materialize_self_updates,
+    merge_duplicates,
+    rewrite_for_iree,
+    separate_sorts,
+)
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
 
 #: The runtime's words when a module needs more than the device allows
@@ -249,7 +255,8 @@ class IreeBackend(MlirBackend):
         """
         if form == "linalg":
             return lowering.lower(computation, "linalg-on-tensors").mlir
-        text = rewrite_for_iree(computation.mlir if form == "raw" else lowering.lower(computation, "torch").mlir)
+        text = merge_duplicates(rewrite_for_iree(computation.mlir if form == "raw"
+                                                 else lowering.lower(computation, "torch").mlir))
         # SPIR-V: IREE 3.13 fails to compile stacked sorts there ("vector.transfer_read op with
         # rank > 1"); the copies go along another dim instead (test_bool_sorts_false_first).
         text = separate_sorts(text, keep_rank=self.config.target.target_backend == "vulkan-spirv")

@@ -81,6 +81,17 @@ before the next one starts (sorts' index columns), are right. The same write int
 tensor keeps its copy; the order of that copy against the write is
 config.py's ``--iree-stream-partitioning-favor=debug``.
 
+A barrier's alias. ``util.optimization_barrier`` returns its operand's buffer,
+yet IREE 3.13's copy-on-write takes the result for a value of its own: a write
+in place into the operand (or into another barrier's result on the same
+value) while the result is still read reaches that reader. The rewrites put
+values behind barriers (``rewrites.materialize_self_updates``,
+``hide_zero_literals``, donation) and IREE then merges equal ops under them:
+``y = x[:-1].clone(); z = x[:-1].clone(); x[1:] = y; z[0] = 100`` gave
+``y[0] == 100``. ``rewrites.merge_duplicates`` merges equal ops first; a
+graph that still writes into such a shared buffer is refused
+(``writes_through_a_barrier_alias``).
+
 A floating multiplication or division with a constant zero on a SPIR-V
 target. lavapipe's shader compiler (gallivm) shortcuts a constant zero
 operand whatever the shader declares: ``x * 0.0`` and ``0.0 / x`` are 0
@@ -496,6 +507,55 @@ def _overlapping_wide_writes(lines: list[str], root: dict[str, str]) -> list[str
             if any(other == cls and first < start < last for (other, first), last in end.items())]
 
 
+#: ``%3 = util.optimization_barrier %2 : tensor<5xf32>`` (and ``%3:2 = ... %a, %b : ...``).
+_BARRIER = re.compile(r"^\s*(?P<results>%[^=]+?)\s*=\s*util\.optimization_barrier\s+(?P<operands>[^:]*):")
+
+
+def writes_through_a_barrier_alias(flow_ir: str) -> list[str]:
+    """The lines of ``flow_ir`` that write in place into a value whose buffer a
+    ``util.optimization_barrier`` shares with another value still in use (see the module
+    docstring, a barrier's alias)."""
+    found = []
+    for func in re.split(r"\b(?:util|func)\.func ", _LOC.sub("", flow_ir))[1:]:
+        found += _barrier_alias_writes([line.strip() for line in func.splitlines()])
+    return found
+
+
+def _barrier_alias_writes(lines: list[str]) -> list[str]:
+    parent: dict[str, str] = {}
+
+    def find(v: str) -> str:
+        while parent.get(v, v) != v:
+            v = parent[v]
+        return v
+
+    for line in lines:
+        if (m := _BARRIER.match(line)) is not None:
+            # A barrier's results are its operands' buffers; a multi-result barrier's results
+            # (``%3#0``) all go by ``%3``, which joins every operand: conservative.
+            for operand in _VALUE.findall(m["operands"]):
+                for result in _VALUE.findall(m["results"].split(":")[0]):
+                    parent.setdefault(operand, operand)
+                    parent[find(result)] = find(operand)
+        elif (m := _RESHAPE.match(line)) is not None and m["source"].split("#")[0] in parent:
+            parent[m["name"]] = find(m["source"].split("#")[0])
+    if not parent:
+        return []
+    used: set[str] = set()
+    writes: list[tuple[str, str]] = []
+    for line in lines:
+        if _BARRIER.match(line) is not None or _RESHAPE.match(line) is not None:
+            continue  # the aliases themselves, not uses
+        d = _DEF.match(line)
+        rhs = d["rhs"] if d is not None else line
+        targets = [u["target"]] if (u := _UPDATE.search(rhs)) is not None else []
+        if (m := _DISPATCH.search(line)) is not None:
+            targets += _VALUE.findall(m["results"].split("{")[0])
+        used.update(v for v in _VALUE.findall(rhs) if v in parent and v not in targets)
+        writes += [(t, line) for t in targets if t in parent]
+    return [line for t, line in writes if any(v != t and find(v) == find(t) for v in used)]
+
+
 #: A tensor constant: ``%cst = arith.constant dense<0x7FC00000> : tensor<2x3xf32>``.
 _TENSOR_CONSTANT = re.compile(r"^\s*(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?P<value>.*?)\s*:\s*tensor<", re.M)
 _SOFTMAX_INPUT = re.compile(r"linalg\.softmax\b[^\n]*?\bins\((?P<input>%[\w.$-]+)")
@@ -566,6 +626,13 @@ def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = (),
                 "an in-place write into a constant IREE computes that is also used elsewhere: IREE "
                 "recomputes the constant for the copy the write needs and merges the two, so the write "
                 "lands in the shared buffer, a wrong value, so the graph is not compiled", "\n".join(written))
+    aliased = writes_through_a_barrier_alias(flow_ir)
+    if aliased:
+        return ("iree_refused_barrier_alias",
+                "an in-place write into a value an optimization barrier shares its buffer with, while "
+                "the other is still used: IREE 3.13 takes a barrier's result for a value of its own, so "
+                "the write reaches the other value, a wrong value, so the graph is not compiled",
+                "\n".join(aliased))
     long_sorts = long_sorts_on_spirv(flow_ir) if target_backend == "vulkan-spirv" else []
     if long_sorts:
         return ("iree_refused_long_sort",

@@ -63,6 +63,58 @@ def rewrite_for_iree(mlir: str) -> str:
     return _rewrite_each_op(mlir, to_literal)
 
 
+def merge_duplicates(mlir: str) -> str:
+    """``mlir`` with equal value-semantic ops merged (a common-subexpression elimination), before
+    any rewrite here puts a value behind ``util.optimization_barrier``.
+
+    IREE 3.13 takes a barrier's result for a value of its own, yet it is its operand's buffer.
+    IREE merges equal ops itself, after the barriers went in, so a barrier on one of two equal
+    ops then shares a buffer with the other, and a write in place into the other reached the
+    barrier's readers: ``y = x[:-1].clone(); z = x[:-1].clone(); x[1:] = y; z[0] = 100`` gave
+    ``y[0] == 100`` on iree-cpu and iree-vulkan (``materialize_self_updates`` put ``y`` behind a
+    barrier; ``z`` was the same slice). Merged first, every reader goes through the barrier, and
+    IREE copies before it writes. What still slips through is refused
+    (``miscompiles.writes_through_a_barrier_alias``). MLIR's own ``cse`` pass does not do this:
+    torch ops do not declare themselves free of side effects.
+
+    Only ops on value tensors and scalars are merged, never one that draws random numbers (the
+    graph's random numbers are inputs, but a hand-written module may hold such an op).
+    """
+    if "torch.aten." not in mlir:
+        return mlir
+    seen: dict[tuple, Any] = {}
+    where: list[Any] = [None]
+
+    def merge(block: Any, op: Any) -> bool:
+        if where[0] is None or where[0] != block:  # equal ops of one block only
+            where[0] = block
+            seen.clear()
+        op = op.operation
+        if not _MERGEABLE.match(op.name) or _RANDOM.search(op.name) or op.regions and len(op.regions):
+            return False
+        types = [str(v.type) for v in (*op.operands, *op.results)]
+        if any(t.startswith("!torch.tensor") for t in types):
+            return False
+        key = (op.name, tuple(op.operands), tuple(sorted((n, str(op.attributes[n])) for n in op.attributes)),
+               tuple(types))
+        kept = seen.get(key)
+        if kept is None:
+            seen[key] = op
+            return False
+        for old, new in zip(op.results, kept.results):
+            old.replace_all_uses_with(new)
+        op.erase()
+        return True
+
+    return _rewrite_each_op(mlir, merge)
+
+
+#: Ops ``merge_duplicates`` may merge: value-semantic ATen/prims ops, constants and lists.
+_MERGEABLE = re.compile(r"^torch\.(?:aten|prims)\.|^torch\.constant\.|^torch\.vtensor\.literal$"
+                        r"|^torch\.prim\.(?:ListConstruct|NumToTensor\.Scalar)$")
+_RANDOM = re.compile(r"rand|bernoulli|normal|uniform|exponential|multinomial|dropout|cauchy|geometric|poisson")
+
+
 def _rewrite_each_op(mlir: str, visit: Callable[[Any, Any], bool]) -> str:
     """``mlir`` after ``visit(block, op)`` on every op of every function (True: it changed
     something); the text itself when nothing changed."""
