@@ -541,19 +541,22 @@ def _barrier_alias_writes(lines: list[str]) -> list[str]:
             parent[m["name"]] = find(m["source"].split("#")[0])
     if not parent:
         return []
-    used: set[str] = set()
-    writes: list[tuple[str, str]] = []
-    for line in lines:
-        if _BARRIER.match(line) is not None or _RESHAPE.match(line) is not None:
-            continue  # the aliases themselves, not uses
+    last_read: dict[str, int] = {}
+    writes: list[tuple[str, int]] = []
+    for i, line in enumerate(lines):
         d = _DEF.match(line)
         rhs = d["rhs"] if d is not None else line
         targets = [u["target"]] if (u := _UPDATE.search(rhs)) is not None else []
         if (m := _DISPATCH.search(line)) is not None:
             targets += _VALUE.findall(m["results"].split("{")[0])
-        used.update(v for v in _VALUE.findall(rhs) if v in parent and v not in targets)
-        writes += [(t, line) for t in targets if t in parent]
-    return [line for t, line in writes if any(v != t and find(v) == find(t) for v in used)]
+        last_read.update({v: i for v in _VALUE.findall(rhs) if v in parent and v not in targets})
+        writes += [(t, i) for t in targets if t in parent]
+    # A write is safe when the value written is itself read later (IREE copies it first), or
+    # when nothing sharing its buffer is read after it: reads before it run first (config.py's
+    # ``--iree-stream-partitioning-favor=debug`` keeps the program's order), as a scatter into
+    # its own copy of a slice of a state then updated in place does.
+    return [lines[i] for t, i in writes if last_read.get(t, -1) <= i
+            and any(v != t and find(v) == find(t) and at > i for v, at in last_read.items())]
 
 
 #: A tensor constant: ``%cst = arith.constant dense<0x7FC00000> : tensor<2x3xf32>``.
