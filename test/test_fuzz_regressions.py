@@ -2715,10 +2715,13 @@ def test_index_reduce_into_a_scalar_checks_the_source_shape_like_eager(backend):
 @pytest.mark.parametrize("name", on_backends())
 def test_fuzz_seed_9301_a_zeroed_tensor_keeps_its_zeros_beside_a_clamped_zeros(name, write):
     """Stateful fuzz seed 9301 program 101 on iree-vulkan: ``v1`` read ``[0, -1, -1]``, the values
-    of ``v4``, where eager gives zeros. On lavapipe each zero literal went behind a barrier
+    of ``v4``, where eager gives zeros. On lavapipe each zero literal goes behind a barrier
     (backends/iree/rewrites.py ``hide_zero_literals``); IREE merged the two equal literals under
-    the barriers into one buffer and wrote ``v4``'s slice in place into it. Each use now reads a
-    broadcast of its own. ``index_put`` and ``copy_`` into a view are the other in-place writes."""
+    the barriers into one buffer and wrote ``v4``'s slice in place into it. Equal literals are
+    one literal before the barrier goes in now (rewrites.py ``merge_duplicates``), so IREE copies
+    before it writes; strict, it compiles. ``index_put`` and ``copy_`` into a view are the other
+    in-place writes. (Giving each use a broadcast of a barriered 0-d zero of its own compiled
+    these too, but put a GRU over packed sequences on lavapipe off by 0.37: not kept.)"""
     use_backend(name)
 
     def program(dev: str) -> tuple[torch.Tensor, torch.Tensor]:

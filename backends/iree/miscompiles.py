@@ -90,7 +90,10 @@ values behind barriers (``rewrites.materialize_self_updates``,
 ``y = x[:-1].clone(); z = x[:-1].clone(); x[1:] = y; z[0] = 100`` gave
 ``y[0] == 100``. ``rewrites.merge_duplicates`` merges equal ops first; a
 graph that still writes into such a shared buffer is refused
-(``writes_through_a_barrier_alias``).
+(``writes_through_a_barrier_alias``). On lavapipe two equal zero literals,
+each behind its own barrier (``rewrites.hide_zero_literals``), are one
+buffer too: a write into one reached the other (stateful fuzz seed 9301);
+merged first, they are one literal behind one barrier.
 
 A floating multiplication or division with a constant zero on a SPIR-V
 target. lavapipe's shader compiler (gallivm) shortcuts a constant zero
@@ -110,7 +113,7 @@ a convolution) with a zero fill as an input multiplies by that constant just
 the same: ``F.linear(torch.zeros(2, 3), w)`` gave 0 where ``w`` holds a NaN
 (fuzz seed 1402 p7). On lavapipe the zeros tensors of a graph
 (``torch.zeros``, Adam's fresh moments, an RNN's initial state) therefore go
-behind ``util.optimization_barrier``, one per reader, before iree-compile sees them
+behind ``util.optimization_barrier`` before iree-compile sees them
 (``rewrites.hide_zero_literals``): IREE cannot fold them, the shaders read
 them from a buffer, and those graphs compile. What is left here are zeros
 IREE makes itself (``x * 0`` of a literal scalar, ``sub(alpha=0)``).

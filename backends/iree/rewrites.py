@@ -201,60 +201,36 @@ _ZERO_SPLAT = re.compile(r"dense<(?:-?0\.0+e\+00|0x0+|0x80*)>\s*:\s*tensor<(?:\d
 
 
 def hide_zero_literals(mlir: str) -> str:
-    """``mlir`` with every floating zero splat literal built, at each of its uses, from a zero
-    scalar read through ``util.optimization_barrier``.
+    """``mlir`` with every floating zero splat literal read through ``util.optimization_barrier``.
 
     For lavapipe only (``backends/iree/miscompiles.py``, the zero operands): its shader
     compiler shortcuts arithmetic with a constant zero (``x * 0.0`` is 0 for a NaN ``x``), so a
     graph where IREE folds a zero into a dispatch is refused and runs op by op. Adam's first step
     (its moments start as zeros) and every RNN step (its hidden state starts as zeros) were such
-    graphs. Behind the barrier IREE cannot fold the zero: each use reads a broadcast of a 0-d
-    buffer, from memory, where lavapipe computes IEEE arithmetic.
+    graphs. Behind the barrier IREE cannot fold the zero: the splat becomes a buffer IREE fills,
+    and the shaders read it from memory, where lavapipe computes IEEE arithmetic.
 
-    Why a 0-d barrier per use, not one barrier on the literal: IREE merges equal constants
-    before the barriers, and its stream phase takes each barrier's result for a value of its own
-    while all of them are the one buffer. A write in place into one (a ``slice_scatter``, an
-    ``index_put``, the scatter of an embedding's backward) then landed in every other: after
-    ``b[1:].clamp_max_(-1)`` on zeros, a ``zero_()`` elsewhere in the graph read ``[0, -1, -1]``
-    (test_fuzz_regressions seed 9301). A broadcast is computed into a buffer of its own, and
-    each has one use, so no write in place reaches another value. The 0-d buffers the barriers
-    share are only read.
+    A scatter into zeros (``index_put``, ``scatter_add``: the backward of every embedding and
+    indexing read) keeps a zero literal of its own: IREE scatters in place, and through the
+    one shared barrier two such scatters wrote into one buffer (each result held both).
     """
     if "torch.vtensor.literal" not in mlir:
         return mlir
     from torch_mlir import ir
 
-    from .donation import _builtin_type
+    from .donation import _materialize
 
     def hide(block: Any, op: Any) -> bool:
         if op.operation.name != "torch.vtensor.literal" or not op.results[0].uses:
             return False
-        text = str(op.operation.attributes["value"])
-        if _ZERO_SPLAT.fullmatch(text) is None:
+        if _ZERO_SPLAT.fullmatch(str(op.operation.attributes["value"])) is None:
             return False
-        vtensor = op.results[0].type
-        dims = [int(d) for d in ir.RankedTensorType(ir.Type.parse(_builtin_type(str(vtensor)))).shape]
-        scalar_text = re.sub(r"tensor<(?:\d+x)+", "tensor<", text)  # dense<0.0> : tensor<f32>
-        scalar = ir.Type.parse(re.sub(r"<\[[^\]]*\]", "<[]", str(vtensor)))  # !torch.vtensor<[],f32>
-        builtin = ir.Type.parse(_builtin_type(str(scalar)))
-        int_type = ir.Type.parse("!torch.int")
-        for use in list(op.results[0].uses):
-            user = use.owner
-            with ir.InsertionPoint(user), op.operation.location:
-                zero = ir.Operation.create("torch.vtensor.literal", results=[scalar],
-                                           attributes={"value": ir.Attribute.parse(scalar_text)})
-                to = ir.Operation.create("torch_c.to_builtin_tensor", results=[builtin], operands=[zero.result])
-                kept = ir.Operation.create("util.optimization_barrier", results=[builtin], operands=[to.result])
-                back = ir.Operation.create("torch_c.from_builtin_tensor", results=[scalar], operands=[kept.result])
-                sizes = [ir.Operation.create("torch.constant.int", results=[int_type],
-                                             attributes={"value": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)}
-                                             ).result for d in dims]
-                shape = ir.Operation.create("torch.prim.ListConstruct", results=[ir.Type.parse("!torch.list<int>")],
-                                            operands=sizes)
-                filled = ir.Operation.create("torch.aten.broadcast_to", results=[vtensor],
-                                             operands=[back.result, shape.result])
-            user.operands[use.operand_number] = filled.result
-        op.operation.erase()
+        scatters = [u.owner for u in op.results[0].uses
+                    if u.operand_number == 0 and _SCATTERS.match(u.owner.name)]
+        _materialize(block, op.results[0])
+        for scatter in scatters:  # each its own zeros, not the shared barrier's buffer
+            zeros = op.operation.clone(ip=ir.InsertionPoint(scatter))
+            scatter.operands[0] = zeros.results[0]
         return True
 
     return _rewrite_each_op(mlir, hide)
