@@ -90,7 +90,7 @@ def merge_duplicates(mlir: str) -> str:
             where[0] = block
             seen.clear()
         op = op.operation
-        if not _MERGEABLE.match(op.name) or _RANDOM.search(op.name) or op.regions and len(op.regions):
+        if not _MERGEABLE.match(op.name) or _RANDOM.search(op.name) or len(op.regions):
             return False
         types = [str(v.type) for v in (*op.operands, *op.results)]
         if any(t.startswith("!torch.tensor") for t in types):
