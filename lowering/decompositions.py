@@ -2427,6 +2427,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.angle.default: real_input,
     aten.trunc.default: _floating_input,
     **dict.fromkeys((aten.sin.default, aten.cos.default, aten.tan.default, aten.atan.default), _reduced_trig),
+    **dict.fromkeys(special.TRIG_OPS, _reduced_trig),
     aten.frac.default: _floating_input,
     aten.logcumsumexp.default: _floating_input,
     **dict.fromkeys((aten.lerp.Scalar, aten.lerp.Tensor, aten.logaddexp.default, aten.logaddexp2.default),

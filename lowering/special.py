@@ -1,12 +1,13 @@
 """Special functions (``erfc``, ``erfcx``, ``log_ndtr``, ``ndtri``, modified Bessel functions
-``I0``, ``I1``, ``K0``, ``K1`` and their scaled forms, ``spherical_bessel_j0``) from elementary
-ops: torch-mlir has no lowering for any of them, so a graph holding one was cut there and the op
-ran eagerly (issue 15's OpInfo sweep: 15 OpInfos).
+``I0``, ``I1``, ``K0``, ``K1`` and their scaled forms, ``spherical_bessel_j0``, Bessel functions
+``J0``, ``J1``, ``Y0``, ``Y1``) from elementary ops: torch-mlir has no lowering for any of them, so
+a graph holding one was cut there and the op ran eagerly (issue 15's OpInfo sweep: 19 OpInfos).
 
 Each function is a Chebyshev series of a smooth piece of it, summed by Clenshaw's recurrence,
 on the intervals the classical implementations use (Cephes, and W. J. Cody's rational
 approximations): exponential scaling for the Bessel functions, ``x ** 2`` as the variable of
-the even parts, ``1 / x`` for the asymptotic ranges, the logarithm of ``K0``/``K1`` split off
+the even parts, ``1 / x`` for the asymptotic ranges (for J and Y, the amplitudes of their
+Hankel form in ``25 / x ** 2``, beyond 5 as Cephes splits them), the logarithm of ``K0``/``K1`` split off
 near 0, the variable ``sqrt(-2 log p)`` in ``ndtri``'s tails. The coefficients are our own fits
 (tools/fit_special.py -> special_tables.py), within 5e-14 relative in float64; float32
 results are within a few ulps of eager's, float16/bfloat16 compute in float32 and integers in
@@ -29,7 +30,7 @@ import torch
 from . import special_tables as tables
 
 __all__ = [
-    "OPS", "erfc", "erfcx", "i0", "i0e", "i1", "i1e", "k0", "k0e", "k1", "k1e", "log_ndtr", "ndtri",
+    "OPS", "TRIG_OPS", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "erfc", "erfcx", "i0", "i0e", "i1", "i1e", "k0", "k0e", "k1", "k1e", "log_ndtr", "ndtri",
     "spherical_bessel_j0",
 ]
 
@@ -225,6 +226,77 @@ def spherical_bessel_j0(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x.abs() == math.inf, 0.0, out)
 
 
+def _hankel(x: torch.Tensor, p: _Table, q: _Table, shift: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """For x >= 5, ``sqrt(2/(pi x)) (P cos t - Q sin t)`` and ``sqrt(2/(pi x)) (P sin t + Q cos
+    t)``: the Bessel functions J and Y of the order whose phase is ``t = x - shift``. P and Q are
+    series in ``25 / x ** 2``; t is rounded to x's dtype before its cosine, as eager's kernels do
+    (for large x that rounding decides the digits eager returns)."""
+    u = 25 / (x * x)
+    amp_p = _series(p, u)
+    amp_q = 5 / x * _series(q, u)
+    t = x - shift
+    cos_t, sin_t = torch.cos(t), torch.sin(t)
+    scale = math.sqrt(2 / math.pi) / torch.sqrt(x)
+    return (amp_p * cos_t - amp_q * sin_t) * scale, (amp_p * sin_t + amp_q * cos_t) * scale
+
+
+def _far(x: torch.Tensor) -> torch.Tensor:
+    """``x`` where x > 5 (NaN included), 5 elsewhere: the asymptotic branch's operand."""
+    return torch.where(x <= 5, 5.0, x)
+
+
+def _j0(ax: torch.Tensor) -> torch.Tensor:
+    j_far, _ = _hankel(_far(ax), tables.BESSEL0_P, tables.BESSEL0_Q, math.pi / 4)
+    return torch.where(ax <= 5, _series(tables.J0_NEAR, ax * ax), j_far)
+
+
+def _j1(x: torch.Tensor) -> torch.Tensor:
+    ax = x.abs()
+    j_far, _ = _hankel(_far(ax), tables.BESSEL1_P, tables.BESSEL1_Q, 3 * math.pi / 4)
+    return torch.where(ax <= 5, x * _series(tables.J1_OVER_X_NEAR, x * x), torch.where(x < 0, -j_far, j_far))
+
+
+@_elementwise
+def bessel_j0(x: torch.Tensor) -> torch.Tensor:
+    """The Bessel function J0 (even): a series in ``x ** 2`` up to 5, the asymptotic form above
+    (NaN at the infinities, as eager's ``cos(inf)`` gives)."""
+    return _j0(x.abs())
+
+
+@_elementwise
+def bessel_j1(x: torch.Tensor) -> torch.Tensor:
+    """The Bessel function J1 (odd; ``-0.0`` kept): ``x`` times a series in ``x ** 2`` up to 5,
+    the asymptotic form above."""
+    return _j1(x)
+
+
+def _y_edges(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """Y0's and Y1's values where the series do not hold: -inf at 0 (either sign), NaN below."""
+    out = torch.where(x == 0, -math.inf, out)
+    return torch.where(x < 0, math.nan, torch.where(torch.isnan(x), x, out))
+
+
+@_elementwise
+def bessel_y0(x: torch.Tensor) -> torch.Tensor:
+    """The Bessel function Y0: ``R(x ** 2) + 2/pi log(x) J0(x)`` up to 5, the asymptotic form
+    above; -inf at 0, NaN below."""
+    near_x = torch.where((x > 0) & (x <= 5), x, 1.0)
+    near = _series(tables.Y0_REGULAR, near_x * near_x) + 2 / math.pi * _log(near_x) * _j0(near_x)
+    _, y_far = _hankel(_far(x), tables.BESSEL0_P, tables.BESSEL0_Q, math.pi / 4)
+    return _y_edges(x, torch.where(x <= 5, near, y_far))
+
+
+@_elementwise
+def bessel_y1(x: torch.Tensor) -> torch.Tensor:
+    """The Bessel function Y1: ``x R(x ** 2) + 2/pi (J1(x) log(x) - 1/x)`` up to 5, the
+    asymptotic form above; -inf at 0, NaN below."""
+    near_x = torch.where((x > 0) & (x <= 5), x, 1.0)
+    near = (near_x * _series(tables.Y1_REGULAR, near_x * near_x)
+            + 2 / math.pi * (_j1(near_x) * _log(near_x) - 1 / near_x))
+    _, y_far = _hankel(_far(x), tables.BESSEL1_P, tables.BESSEL1_Q, 3 * math.pi / 4)
+    return _y_edges(x, torch.where(x <= 5, near, y_far))
+
+
 aten = torch.ops.aten
 
 #: The ATen ops decomposed here, with their decompositions.
@@ -244,4 +316,13 @@ OPS: dict[torch._ops.OpOverload, Callable[[torch.Tensor], torch.Tensor]] = {
     aten.special_scaled_modified_bessel_k0.default: k0e,
     aten.special_scaled_modified_bessel_k1.default: k1e,
     aten.special_spherical_bessel_j0.default: spherical_bessel_j0,
+    aten.special_bessel_j0.default: bessel_j0,
+    aten.special_bessel_j1.default: bessel_j1,
+    aten.special_bessel_y0.default: bessel_y0,
+    aten.special_bessel_y1.default: bessel_y1,
 }
+
+#: Those of OPS that take a cosine: decomposed for float32 and narrower results only, as ``cos``
+#: itself (lowering/trig.py); float64 keeps the ATen op.
+TRIG_OPS = (aten.special_bessel_j0.default, aten.special_bessel_j1.default, aten.special_bessel_y0.default,
+            aten.special_bessel_y1.default)

@@ -114,9 +114,18 @@ def _conditions() -> dict[Any, Any]:
     if not CALL_CONDITIONS:
         import torch
 
-        from . import linalg
+        from . import linalg, special, trig
 
         aten = torch.ops.aten
+
+        def reduced_trig_result(args: tuple, kwargs: dict) -> bool:
+            x = args[0] if args else kwargs.get("self")
+            dtype = x.dtype if isinstance(x, torch.Tensor) and x.is_floating_point() else torch.get_default_dtype()
+            return trig.reduced_dtype(dtype)
+
+        # The Bessel functions J and Y take a cosine, decomposed for float32 and narrower only
+        # (lowering/trig.py): float64 keeps the ATen op, which nothing lowers.
+        CALL_CONDITIONS.update(dict.fromkeys(special.TRIG_OPS, reduced_trig_result))
         # Small float matrices only (lowering/linalg.py): reads the lazy tensors' shapes and
         # dtypes, which are known without running anything.
         CALL_CONDITIONS.update({op: linalg.applies_call(op) for op in linalg.OPS})

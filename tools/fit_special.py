@@ -5,7 +5,7 @@ Each table is the Chebyshev interpolant, at ``degree + 1`` Chebyshev points, of 
 function built from the special function on an interval (the piecewise forms are the classical
 ones, as in Cephes and in W. J. Cody's and J. M. Blair's papers: exponential scaling, ``x**2``
 or ``1/x`` as the variable, the logarithmic singularity of ``K0``/``K1`` split off). The
-reference values come from SciPy (double precision); trailing coefficients below
+reference values come from SciPy (double precision; mpmath where SciPy's values cancel); trailing coefficients below
 ``TRIM`` relative to the largest are dropped. Each fit's largest error on a dense grid, relative to
 the function's largest value there, is printed and asserted to stay below ``MAX_ERROR`` (SciPy's
 own values are noisy, about 3e-16, so a higher degree only fits the noise; the largest errors, 4e-14,
@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 
+import mpmath
 import numpy as np
 from numpy.polynomial import chebyshev
 from scipy import special
@@ -103,8 +105,64 @@ def _ndtri_tail(r: np.ndarray) -> np.ndarray:
     return special.ndtri(np.exp(-r * r / 2)) + r
 
 
-#: name -> (function, domain, degree). The domain is that of the table's variable.
-FITS = {
+def _j0_near(z: np.ndarray) -> np.ndarray:
+    """``j0(x)`` at ``x = sqrt(z)`` (even, so smooth in z; x <= 5)."""
+    return special.j0(np.sqrt(z))
+
+
+def _y0_regular(z: np.ndarray) -> np.ndarray:
+    """``y0(x) - 2/pi log(x) j0(x)`` at ``x = sqrt(z)``: Y0 without its logarithm (x <= 5)."""
+    x = np.sqrt(z)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = special.y0(x) - 2 / math.pi * np.log(x) * special.j0(x)
+    return np.where(z == 0, 2 / math.pi * (np.euler_gamma - math.log(2)), out)
+
+
+def _j1_over_x(z: np.ndarray) -> np.ndarray:
+    """``j1(x) / x`` at ``x = sqrt(z)`` (1/2 at 0)."""
+    x = np.sqrt(z)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = special.j1(x) / x
+    return np.where(z == 0, 0.5, out)
+
+
+def _y1_regular(z: np.ndarray) -> np.ndarray:
+    """``(y1(x) - 2/pi (j1(x) log(x) - 1/x)) / x`` at ``x = sqrt(z)``: Y1 without its pole and
+    logarithm (x <= 5). From mpmath: in double precision the pole cancels digits near 0."""
+    def one(v: float):
+        if v == 0:
+            return -(mpmath.log(2) + mpmath.mpf(1) / 2 - mpmath.euler) / mpmath.pi
+        x = mpmath.sqrt(mpmath.mpf(v))
+        return (mpmath.bessely(1, x) - 2 / mpmath.pi * (mpmath.besselj(1, x) * mpmath.log(x) - 1 / x)) / x
+    with mpmath.workdps(40):
+        return np.array([float(one(float(v))) for v in np.atleast_1d(z)])
+
+
+def _hankel_part(order: int, part: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The amplitudes of the Bessel functions' asymptotic form, ``J(x) = sqrt(2/(pi x)) (P cos t
+    - Q sin t)`` and ``Y(x) = sqrt(2/(pi x)) (P sin t + Q cos t)`` with ``t = x - (2 order + 1)
+    pi/4``, at ``x = 5 / sqrt(q)`` (x >= 5): ``P`` (1 at q = 0), or ``Q * x / 5`` (even in 1/x).
+    SciPy's J and Y cancel in these sums at large x, so they come from mpmath at 40 digits."""
+    def one(q: float):
+        if q == 0:
+            return mpmath.mpf(1) if part == "P" else mpmath.mpf(4 * order * order - 1) / 40
+        x = 5 / mpmath.sqrt(mpmath.mpf(q))
+        t = x - (2 * order + 1) * mpmath.pi / 4
+        j, y = mpmath.besselj(order, x), mpmath.bessely(order, x)
+        scale = mpmath.sqrt(mpmath.pi * x / 2)
+        if part == "P":
+            return scale * (j * mpmath.cos(t) + y * mpmath.sin(t))
+        return scale * (y * mpmath.cos(t) - j * mpmath.sin(t)) * x / 5
+
+    def fn(q: np.ndarray) -> np.ndarray:
+        with mpmath.workdps(40):
+            return np.array([float(one(float(v))) for v in np.atleast_1d(q)])
+    return fn
+
+
+#: name -> (function, domain, degree[, points of the error grid]). The domain is that of the
+#: table's variable.
+FITS: dict[str, tuple] = {
     "ERFCX_SCALED": (_erfcx_scaled, (-1.0, 1.0), 34),
     "I0E_NEAR": (special.i0e, (0.0, 8.0), 30),
     "I0E_FAR": (_i0e_far, (-1.0, 1.0), 24),
@@ -117,17 +175,25 @@ FITS = {
     "NDTRI_CENTRAL": (_ndtri_central, (0.0, 0.425 ** 2), 32),
     "NDTRI_TAIL_NEAR": (_ndtri_tail, (math.sqrt(-2 * math.log(0.075)), 6.0), 28),
     "NDTRI_TAIL_FAR": (_ndtri_tail, (6.0, 37.5), 44),
+    "J0_NEAR": (_j0_near, (0.0, 25.0), 22),
+    "Y0_REGULAR": (_y0_regular, (0.0, 25.0), 22),
+    "J1_OVER_X_NEAR": (_j1_over_x, (0.0, 25.0), 22),
+    "Y1_REGULAR": (_y1_regular, (0.0, 25.0), 22, 2001),
+    "BESSEL0_P": (_hankel_part(0, "P"), (0.0, 1.0), 18, 2001),
+    "BESSEL0_Q": (_hankel_part(0, "Q"), (0.0, 1.0), 18, 2001),
+    "BESSEL1_P": (_hankel_part(1, "P"), (0.0, 1.0), 18, 2001),
+    "BESSEL1_Q": (_hankel_part(1, "Q"), (0.0, 1.0), 18, 2001),
 }
 
 
 def fit(name: str) -> tuple[list[float], tuple[float, float], float]:
-    fn, domain, degree = FITS[name]
+    fn, domain, degree, *points = FITS[name]
     series = chebyshev.Chebyshev.interpolate(fn, degree, domain=list(domain))
     coef = list(series.coef)
     scale = max(abs(c) for c in coef)
     while len(coef) > 1 and abs(coef[-1]) < TRIM * scale:
         coef.pop()
-    grid = np.linspace(domain[0], domain[1], 20001)[1:-1]
+    grid = np.linspace(domain[0], domain[1], points[0] if points else 20001)[1:-1]
     want = fn(grid)
     got = chebyshev.Chebyshev(coef, domain=list(domain))(grid)
     err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
