@@ -161,7 +161,7 @@ class BackendImpl(ABC):
 
     def supports_call(self, op: Any, args: tuple, kwargs: dict) -> bool:
         """Whether this call of ``op``, a supported op, can appear in a computation (e.g.
-        ``polygamma`` of orders 0 and 1 only). Read only the Python scalars among ``args`` and
+        ``polygamma`` of non-negative orders only). Read only the Python scalars among ``args`` and
         ``kwargs``; a call that returns False runs eagerly on the CPU, as an unsupported op."""
         return True
 

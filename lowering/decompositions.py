@@ -645,7 +645,8 @@ DECOMPOSED_OPS = (
     # ``lgamma`` and ``digamma`` (lowering/gamma.py): no torch-dialect op; torch.distributions'
     # Gamma, Beta, Dirichlet and StudentT log-probabilities, and lgamma's gradient, ran eagerly.
     aten.lgamma.default, aten.digamma.default, aten.mvlgamma.default,
-    # ``polygamma`` of order 0 and 1 (digamma's gradient); higher orders run eagerly (_ONLY_WHEN).
+    # ``polygamma`` (lowering/gamma.py for orders 0 and 1, lowering/zeta.py above; a negative
+    # order runs eagerly, for eager's error: _ONLY_WHEN).
     aten.polygamma.default,
     # Special functions (lowering/special.py): no torch-dialect op, each ran eagerly.
     *special.OPS,
@@ -2450,7 +2451,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.hardtanh_backward.default, aten.softplus_backward.default), _floating_second_input),
     **dict.fromkeys((aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar), _integer_zero_alpha),
     aten.sign.default: _not_bool_input,
-    aten.polygamma.default: lambda node: node.args[0] in (0, 1),
+    aten.polygamma.default: lambda node: isinstance(node.args[0], int) and node.args[0] >= 0,
     aten.sgn.default: _not_bool_input,
     aten.nan_to_num.default: lambda node: not _floating_input(node),
     aten.roll.default: lambda node: not (node.args[2] if len(node.args) > 2 else node.kwargs.get("dims", [])),

@@ -27,6 +27,8 @@ import math
 
 import torch
 
+from . import zeta
+
 __all__ = ["digamma", "lgamma", "mvlgamma", "polygamma"]
 
 #: How far the argument moves up before the asymptotic series (z >= 10: its first omitted
@@ -129,8 +131,10 @@ def _trigamma(x: torch.Tensor) -> torch.Tensor:
 
 def polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
     """``polygamma(0, x)`` is ``digamma``, ``polygamma(1, x)`` the trigamma function (the gradient
-    of ``digamma``); higher orders need the Hurwitz zeta and are not decomposed (_ONLY_WHEN)."""
+    of ``digamma``); higher orders take the Hurwitz zeta (lowering/zeta.py)."""
     if n == 0:
         return digamma(x)
+    if n >= 2:
+        return zeta.polygamma(n, x)
     x, out = _computed(x)
     return _trigamma(x).to(out)

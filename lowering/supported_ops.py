@@ -93,14 +93,14 @@ _lowerable: dict[Any, bool] = {}
 
 
 def _polygamma_order(n: Any) -> bool:
-    return isinstance(n, int) and n in (0, 1)
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
 
 
 #: Ops lowered for some arguments only, by a condition on the call's Python arguments (ints,
-#: floats, bools; the tensors themselves are not read): ``polygamma`` of order 0 and 1 is
-#: decomposed (lowering/gamma.py); higher orders have no lowering and run eagerly at the call,
-#: the graph continuing after it. Without the condition the op would be "supported", and a graph
-#: holding ``polygamma(2, x)`` would fail to compile.
+#: floats, bools; the tensors themselves are not read): ``polygamma`` of a non-negative order is
+#: decomposed (lowering/gamma.py, lowering/zeta.py); a negative one runs eagerly at the call (for
+#: eager's error), the graph continuing after it. Without the condition the op would be
+#: "supported", and a graph holding ``polygamma(-1, x)`` would fail to compile.
 CALL_CONDITIONS: dict[Any, Any] = {}
 
 
