@@ -388,6 +388,12 @@ def _guard_indices_list(b: _Bound, op: str, loc: Any) -> None:
     for idx in indices:
         meta = _value(idx).meta if (_is_lazy(idx) or isinstance(idx, Output)) else idx
         if idx is not None and getattr(meta, "dtype", None) in (torch.bool, torch.uint8):
+            # A mask's shape is known here: eager's IndexError at the call, not at the read
+            # (``x[::2].index_put((mask,), v)`` with a mask of x's length; fuzz seeds 9511, 9513).
+            for j, n in enumerate(meta.shape):
+                if dim + j < len(shape) and n != shape[dim + j]:
+                    raise IndexError(f"The shape of the mask {list(meta.shape)} at index {j} does not match the "
+                                     f"shape of the indexed tensor {list(shape)} at index {dim + j}")
             out.append(idx)
             dim += len(meta.shape)
             continue

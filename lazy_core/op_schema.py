@@ -287,7 +287,7 @@ _NUMBER_TYPES = frozenset({"number", "Optional[number]", "float", "Optional[floa
 # converted to type ... without overflow" at the call, while the meta kernels take any
 # value (lazy raised at the read, fuzz seed 0). Name -> the Scalar argument.
 _VALUE_CONVERTED = {"fill": "value", "masked_fill": "value", "index_fill": "value",
-                    "fill_diagonal": "fill_value"}
+                    "fill_diagonal": "fill_value", "scatter": "value"}  # scatter.value: fuzz seed 9512
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}

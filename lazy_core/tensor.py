@@ -851,6 +851,10 @@ def _check_value_converts(p: OpPlan, args: tuple, kwargs: dict) -> None:
         return
     if -128 <= value <= 127 or (self.is_floating_point() and math.isfinite(value) and abs(value) <= 65504):
         return
+    if p.op._schema.name.startswith("aten::scatter"):  # scatter converts only when it writes
+        index = args[2] if len(args) > 2 else kwargs.get("index")
+        if isinstance(index, torch.Tensor) and index.numel() == 0:
+            return
     # fill_ of one element takes a path that lets float16 overflow to inf; the others check.
     one = self.numel() == 1 and p.op._schema.name.startswith("aten::fill")
     torch.empty(1 if one else 2, dtype=self.dtype).fill_(value)
@@ -1457,13 +1461,21 @@ def _reduce_in_out_dtype(func: Any, args: tuple, kwargs: dict, targets: list[Any
 
 def _resize_out(func: Any, target: LazyTensor, value: Output) -> None:
     """Eager resizes an ``out=`` tensor of another shape (with a deprecation warning when it
-    had elements): the tensor takes a new storage holding ``value``. A view is not resized
-    here (eager's answer depends on its base's storage size)."""
+    had elements), contiguous, over the same storage while it is large enough: the value fills
+    the storage's first elements, and the tensor's other views read them (``torch.sub(a, a,
+    out=x)`` with ``v = x.t()`` alive: v read x's old values, eager's zeros; fuzz seed 9511). A
+    larger value takes a new storage (eager grows the old one; a view of it taken before would
+    read stale values here). A view is resized the same way from its storage offset, where the
+    storage holds it; otherwise it is refused (eager grows its base's storage)."""
     shape = list(value.meta.shape)
-    if target._lz_view:
+    layout = target._lz_storage.meta
+    numel, capacity = math.prod(shape), math.prod(layout.shape)
+    offset = target.storage_offset()
+    fits = offset + numel <= capacity and layout.stride == _contiguous_strides(layout.shape)
+    if target._lz_view and not fits:
         raise NotImplementedError(
-            f"{func}: resizing an out= lazy view from {list(target.shape)} to {shape} is not supported; "
-            "allocate the right shape"
+            f"{func}: resizing an out= lazy view from {list(target.shape)} to {shape} beyond its storage is not "
+            "supported; allocate the right shape"
         )
     if target.numel() > 0:
         warnings.warn(
@@ -1475,11 +1487,44 @@ def _resize_out(func: Any, target: LazyTensor, value: Output) -> None:
         )
     if value.meta.dtype != target.dtype:
         value = record_output(aten._to_copy.default, (value,), {"dtype": target.dtype})
+    if fits:
+        _write_storage_range(target, value, offset, numel)
+        return
     resized = wrap_output(value, target._lz_storage.device)
     target.data = resized  # sizes and strides, as _inplace_view does
     target._lz_storage = resized._lz_storage
     target._lz_view = ()
     target._lz_cache = None
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _write_storage_range(target: LazyTensor, value: Output, offset: int, numel: int) -> None:
+    """``target`` becomes ``value``'s shape, contiguous over its own (contiguous) storage from
+    ``offset``: the storage's elements ``offset`` to ``offset + numel`` take ``value`` in
+    row-major order, as eager's ``resize_`` then write does; the storage keeps its layout and
+    its other views."""
+    storage = target._lz_storage
+    layout = storage.meta
+    capacity = math.prod(layout.shape)
+    flat = record_output(aten.reshape.default, (value, [numel]), {})
+    if numel < capacity:
+        old = record_output(aten.reshape.default, (storage.value, [capacity]), {})
+        flat = record_output(aten.slice_scatter.default, (old, flat, 0, offset, offset + numel, 1), {})
+    whole = record_output(aten.reshape.default, (flat, list(layout.shape)), {})
+    base = target.as_strided(layout.shape, layout.stride, 0)  # the whole storage (as_strided's semantics)
+    base._lz_assign(whole)
+    view = base.reshape(-1)[offset:offset + numel].view(list(value.meta.shape))
+    target.data = view
+    target._lz_storage = view._lz_storage
+    target._lz_view = view._lz_view
+    target._lz_cache = view._lz_cache
 
 
 #: In-place ops eager lets write a tensor whose elements share memory (a stride-0 dimension):

@@ -30,6 +30,7 @@ from . import (
     convolutions,
     embedding_bag,
     empty_contractions,
+    empty_scatters,
     gamma,
     gathers,
     linalg,
@@ -650,6 +651,9 @@ DECOMPOSED_OPS = (
     aten.polygamma.default,
     # Special functions (lowering/special.py): no torch-dialect op, each ran eagerly.
     *special.OPS,
+    # Scatters and indexed writes through an empty index (lowering/empty_scatters.py: they
+    # killed the process with SIGFPE or crashed iree-compile): a copy (_ONLY_WHEN).
+    *empty_scatters.OPS,
     # Matrix products with an empty contracted dimension (lowering/empty_contractions.py): IREE
     # crashed compiling them (_ONLY_WHEN for those that lower as they are otherwise).
     aten.mm.default, aten.bmm.default, aten.mv.default, aten.dot.default,
@@ -696,7 +700,7 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten._unsafe_masked_index.default, aten.fl
                                       aten.softshrink_backward.default, aten.hardshrink_backward.default,
                                       aten.lerp.Scalar, aten.index_add.default, aten.addmv.default,
                                       aten.addr.default, aten.index_fill.int_Scalar, aten.scatter.value_reduce,
-                                      aten.searchsorted.Scalar, aten.bucketize.Scalar})
+                                      aten.scatter.value, aten.searchsorted.Scalar, aten.bucketize.Scalar})
 
 
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
@@ -2360,6 +2364,8 @@ def _table() -> dict[Any, Callable]:
                             aten._linalg_det.default)
         otherwise = linalg.det if op is linalg.DET else None if only_empty else table[op]
         table[op] = empty_contractions.decomposition(op, otherwise)
+    for op in empty_scatters.OPS:
+        table[op] = empty_scatters.decomposition(op, table.get(op))
     return table
 
 
@@ -2488,6 +2494,20 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.addmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node) or _integer_result(node),
     aten.baddbmm.default: lambda node: _zero_scale(node) or empty_contractions.applies(node),
 }
+
+
+def _or_empty_index(condition: Callable[[Node], bool] | None) -> Callable[[Node], bool]:
+    if condition is None:
+        return empty_scatters.applies
+    return lambda node: empty_scatters.applies(node) or condition(node)
+
+
+# An empty index: a copy of ``self`` (lowering/empty_scatters.py). ``scatter`` with a value or a
+# source has no other decomposition; the ops decomposed only for some arguments add it to
+# theirs; the others are always decomposed, and their decompositions test it.
+for _op in empty_scatters.OPS:
+    if _op in (aten.scatter.value, aten.scatter.src) or _op in _ONLY_WHEN:
+        _ONLY_WHEN[_op] = _or_empty_index(_ONLY_WHEN.get(_op))
 
 
 def decomposition(op: Any) -> Callable | None:

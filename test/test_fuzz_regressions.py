@@ -2767,3 +2767,100 @@ def test_a_write_into_an_equal_slice_leaves_the_copied_slice_alone(name, write):
 
     for got, want in zip(program("lazy"), program("cpu")):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seed_9511_an_out_resize_keeps_the_storage_its_views_read(name):
+    """Fuzz seed 9511 program 3844 (eager backend, so every backend): ``torch.sub(v7, v7,
+    out=v3)`` with ``v3`` of shape [3, 4] and a [4, 3] result resized ``v3``; ``v6 = v3.t()``,
+    taken before, kept reading the old values where eager's ``v6`` reads the zeros: eager resizes
+    over the same storage, and the lazy ``out=`` took a new one. Now the value fills the storage
+    from the tensor's offset (lazy_core/tensor.py ``_resize_out``), for a base and for a view
+    whose storage holds the new shape; a view that would grow its storage is refused."""
+    use_backend(name)
+
+    def program(dev: str) -> list[torch.Tensor]:
+        v3 = torch.logcumsumexp(torch.arange(12.0, device=dev).view(3, 4) / 7, -2)
+        v6 = v3.transpose(-1, -2)
+        v7 = torch.softmax(v6, 0) + 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "An output with one or more elements was resized"
+            torch.sub(v7, v7 * 3, out=v3)
+            a = torch.arange(12.0, device=dev).view(3, 4).clone()
+            a_row = a[1]
+            torch.add(torch.ones(5, device=dev), 1, out=a)  # a smaller value: the storage's first five
+            w = torch.arange(10.0, device=dev)
+            w_part = w[3:5]
+            torch.add(torch.ones(2, 2, device=dev), 5, out=w_part)  # a view, within its storage
+        return [v3, v6, a, a_row, w, w_part, w_part + 1]
+
+    want = program("cpu")
+    got = program("lazy")
+    for g, w in zip(got, want, strict=True):
+        assert (g.shape, g.stride(), g.storage_offset()) == (w.shape, w.stride(), w.storage_offset())
+        torch.testing.assert_close(g.cpu(), w)
+    x = torch.arange(4.0, device="lazy")
+    with pytest.raises(NotImplementedError, match="beyond its storage"):
+        torch.add(torch.ones(5, device="lazy"), 1, out=x[2:])
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seeds_9511_9513_a_mask_of_the_wrong_shape_raises_at_the_call(name):
+    """Fuzz seeds 9511 (program 474) and 9513 (program 4023): a bool mask whose shape is not the
+    indexed tensor's raised eager's IndexError only at the read; its shape is known at the call
+    (lazy_core/checks.py ``_guard_indices_list``)."""
+    use_backend(name)
+    v0 = torch.full((4,), False, device="lazy")
+    with pytest.raises(IndexError, match=re.escape("The shape of the mask [4] at index 0 does not match the shape "
+                                                   "of the indexed tensor [2] at index 0")):
+        v0[::2].index_put((v0,), v0[::2].new_full((), False))
+    x = torch.full((2, 3, 4), 7.0, device="lazy")
+    with pytest.raises(IndexError, match=re.escape("The shape of the mask [4] at index 0 does not match the shape "
+                                                   "of the indexed tensor [1, 3, 4] at index 0")):
+        x[1:].index_put((torch.zeros(4, dtype=torch.bool, device="lazy"),), x.new_full((), -1.0), accumulate=True)
+    mask = torch.tensor([[True, False, True, False]] * 3)  # a right one still writes
+    got = torch.zeros(3, 4, device="lazy").index_put((mask.to("lazy"),), torch.tensor(2.0, device="lazy"))
+    torch.testing.assert_close(got.cpu(), torch.zeros(3, 4).index_put((mask,), torch.tensor(2.0)))
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seed_9512_scatter_of_a_value_its_dtype_cannot_hold_raises_at_the_call(name):
+    """Fuzz seed 9512 program 4536: ``int_t.scatter(0, index, inf)`` raised eager's "value cannot
+    be converted" only at the read. The CPU kernel converts the value only when it writes, so
+    an empty index does not raise (op_schema ``_VALUE_CONVERTED``)."""
+    use_backend(name)
+    x = torch.zeros(3, 1, dtype=torch.int64, device="lazy")
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int64_t without overflow"):
+        x.scatter(0, torch.zeros(3, 1, dtype=torch.int64, device="lazy"), math.inf)
+    empty = x.scatter(0, torch.zeros(0, 1, dtype=torch.int64, device="lazy"), math.inf, reduce="add")
+    assert torch.equal(empty.cpu(), torch.zeros(3, 1, dtype=torch.int64))
+
+
+_EMPTY_INDEX_WRITES = {
+    "scatter value": lambda x, i, s: x.scatter(0, i, 2.0),
+    "scatter src": lambda x, i, s: x.scatter(0, i, s),
+    "scatter reduce": lambda x, i, s: x.scatter(0, i, 2.0, reduce="add"),
+    "scatter_add": lambda x, i, s: x.scatter_add(0, i, s),
+    "scatter_reduce": lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False),
+    "index_put": lambda x, i, s: x.index_put((i[:, 0],), torch.tensor(1.0, device=x.device)),
+    "index_put accumulate": lambda x, i, s: x.index_put((i[:, 0], i[:, 1]), torch.tensor(1.0, device=x.device),
+                                                        accumulate=True),
+    "index_add": lambda x, i, s: x.index_add(0, i[:, 0], s),
+    "index_copy": lambda x, i, s: x.index_copy(0, i[:, 0], s),
+    "index_fill": lambda x, i, s: x.index_fill(0, i[:, 0], 3.0),
+    "index_reduce": lambda x, i, s: x.index_reduce(0, i[:, 0], s, "prod"),
+}
+
+
+@pytest.mark.parametrize("form", list(_EMPTY_INDEX_WRITES))
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seed_9512_writes_through_an_empty_index_leave_self_alone(name, form):
+    """Found checking seed 9512's scatter: through an index with no elements, ``index_put``,
+    ``index_add``, ``index_copy``, ``index_fill`` and ``index_reduce`` killed the process with
+    SIGFPE on reference and iree-cpu, and the ``scatter`` family crashed iree-compile. They are
+    a copy of ``self`` now (lowering/empty_scatters.py); strict, so a fallback fails too."""
+    use_backend(name)
+    fn = _EMPTY_INDEX_WRITES[form]
+    x, i, s = torch.arange(6.0).view(3, 2), torch.zeros(0, 2, dtype=torch.int64), torch.zeros(0, 2)
+    got = fn(x.to("lazy"), i.to("lazy"), s.to("lazy")).cpu()
+    assert torch.equal(got, fn(x, i, s))

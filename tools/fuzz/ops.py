@@ -435,7 +435,11 @@ def scatter_into(g: Generator) -> Line | None:
         shape = (iv.numel(), *[1] * (view.dim() - 1))
         line, ok = Line(f"{out} = {dst}.scatter(0, {idx}.view{shape}, {{0}})", (c,), (out,), "scatter"), nonneg
     else:
-        if not _writable(t):
+        if not _writable(t) or iv.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+            # An index sharing the written tensor's memory: eager's kernel reads indices it has
+            # already overwritten (``v[::2][v] = 0``), so its answer is its loop order's, which
+            # PyTorch documents no value for and a functional graph cannot have (fuzz seeds
+            # 9512, 9513): not generated.
             return None
         line, ok = Line(f"{dst}[{idx}] = {{0}}", (c,), (a,), "scatter"), wrapped
     return line if ok else Line(line.template, line.consts, line.touched, "data_error")
