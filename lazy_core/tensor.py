@@ -180,7 +180,8 @@ class LazyTensor(torch.Tensor):
             if has_internal_overlap(shape, tuple(self.stride())):
                 _check_overlapping_write(writer)
             index = from_cpu(torch.arange(math.prod(storage.value.meta.shape)).view(storage.value.meta.shape))
-            storage.value = write_by_index(record_output, self._lz_view, storage.value, index._lz_storage.value, new)
+            storage.value = _in_layout(
+                write_by_index(record_output, self._lz_view, storage.value, index._lz_storage.value, new), storage.meta)
             self._lz_cache = (storage.value, new)
             executor().track(storage)
             return
@@ -190,6 +191,10 @@ class LazyTensor(torch.Tensor):
         updated = new
         for step, below in zip(reversed(self._lz_view), reversed(values), strict=True):
             updated = step.invert(record_output, below, updated)
+        # In the storage's memory order: a write through ``x.t()`` inverts to a transposed
+        # value, and a view of ``x`` read after it (``x.view(-1)``) failed to apply to it
+        # (stateful fuzz seed 9522).
+        updated = _in_layout(updated, storage.meta)
         storage.value = updated
         self._lz_cache = (updated, new)
         executor().track(storage)

@@ -2864,3 +2864,28 @@ def test_fuzz_seed_9512_writes_through_an_empty_index_leave_self_alone(name, for
     x, i, s = torch.arange(6.0).view(3, 2), torch.zeros(0, 2, dtype=torch.int64), torch.zeros(0, 2)
     got = fn(x.to("lazy"), i.to("lazy"), s.to("lazy")).cpu()
     assert torch.equal(got, fn(x, i, s))
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seed_9522_a_view_reads_after_a_write_through_a_transpose(name):
+    """Stateful fuzz seed 9522 (programs 1400, 1881; eager backend, so every backend):
+    ``v9 = x.view(-1)`` then ``x.t().masked_fill_(mask, 1.0)``: reading ``v9`` raised "view size
+    is not compatible with input tensor's size and stride". The write inverts through the
+    transpose to a value with transposed strides, which became the storage's value as it was;
+    now it is copied into the storage's memory order first (lazy_core/tensor.py ``_lz_assign``),
+    as a write into the base already was."""
+    use_backend(name)
+
+    def program(dev: str) -> list[torch.Tensor]:
+        x = torch.tensor([[-2.02, 3.92, -0.0], [3.0, 1.96, -2.09]], device=dev)
+        flat = x.view(-1)
+        x.t().masked_fill_(torch.tensor([[True, False], [False, False], [True, True]], device=dev), 1.0)
+        y = torch.tensor([[2.73, -3.25, -2.5], [0.5, -0.25, -2.5]], device=dev)
+        y.view(-1)[::2].masked_fill_(torch.tensor([True, False, True], device=dev), 0.0)
+        y.t().copy_(torch.tensor([1.0, 2.0], device=dev))
+        if dev == "lazy":
+            lazy_core.mark_step()
+        return [x, flat, y, y.view(-1)]
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        assert torch.equal(got.cpu(), want)
