@@ -263,13 +263,22 @@ def _bounds_msg(dim: int, n: int, prefix: str = "") -> str:
 
 def _guard_dim_index(exc: type[Exception], prefix: str = "", negative_ok: bool = False,
                      plain: str | None = None, dim1_kernel: bool = False,
-                     outer_dims_only: bool = False) -> Callable[[_Bound, str, Any], None]:
-    """ops(self, dim, index, ...): index entries in [0, self.size(dim))."""
+                     outer_dims_only: bool = False, empty_slices_unchecked: bool = False,
+                     empty_unchecked: bool = False) -> Callable[[_Bound, str, Any], None]:
+    """ops(self, dim, index, ...): index entries in [0, self.size(dim)).
+
+    ``empty_slices_unchecked``: the CPU kernel writes nothing and checks nothing when each index
+    addresses an empty slice (``index_copy`` into a [2, 0, 3] tensor along dim 0);
+    ``empty_unchecked``: nor when ``self`` has no elements at all (``index_add``). Lazy raised
+    for an out-of-range index there (fuzz seeds 9514, 9525, 9526)."""
 
     def guard(b: _Bound, op: str, loc: Any) -> None:
         self, dim = b.get("self"), b.get("dim")
         n = _dim_size(self, dim)
         d = dim % max(len(self.shape), 1)
+        if (empty_unchecked and self.numel() == 0) or (
+                empty_slices_unchecked and 0 in [s for i, s in enumerate(self.shape) if i != d]):
+            return
         site = _Site(exc, plain or _bounds_msg(d, n, prefix), op, loc)
         if dim1_kernel and d == 1 and len(self.shape) > 1:
             # The CPU's index_select raises RuntimeError along dim 1 of a tensor of rank > 1
@@ -640,17 +649,17 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "scatter_add": _guard_dim_index(RuntimeError),
     "scatter_reduce": _refusing_bool("scatter_gather_tensor_cpu_reduce_mean", ("mean",),
                                      _guard_dim_index(RuntimeError)),
-    "index_add": _guard_dim_index(RuntimeError, outer_dims_only=True),
+    "index_add": _guard_dim_index(RuntimeError, outer_dims_only=True, empty_unchecked=True),
     # The CPU's index_reduce refuses negative indices too, with IndexError (a bad-input sweep).
     "index_reduce": _refusing_bool("index_func_", None, _source_shaped_like_a_scalar(
         _guard_dim_index(IndexError, plain="index out of range in self"))),
-    "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): "),
+    "index_copy": _guard_dim_index(IndexError, prefix="index_copy_(): ", empty_slices_unchecked=True),
     # The CPU's trace has no bool kernel; lazy summed the diagonal (a reductions sweep).
     "trace": _refusing_bool("trace", None, lambda b, op, loc: None),
     "round": _guard_round,
     "cumsum": _refusing_bool_result("cumsum_out_cpu"),
     "cumprod": _refusing_bool_result("cumprod_out_cpu"),
-    "index_fill": _guard_dim_index(IndexError, negative_ok=True),
+    "index_fill": _guard_dim_index(IndexError, negative_ok=True, empty_slices_unchecked=True),
     "index": _guard_indices_list,
     "index_put": _guard_indices_list,
     "_index_put_impl": _guard_indices_list,

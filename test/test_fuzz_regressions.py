@@ -2889,3 +2889,26 @@ def test_fuzz_seed_9522_a_view_reads_after_a_write_through_a_transpose(name):
 
     for got, want in zip(program("lazy"), program("cpu"), strict=True):
         assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seeds_9514_9526_no_index_check_where_eager_writes_nothing(name):
+    """Fuzz seeds 9514 (program 758), 9525 and 9526 (stateful): ``index_copy`` into a [2, 0, 3]
+    slice and ``index_add`` into a [0, 3] one with an out-of-range index: eager writes nothing
+    and checks nothing, lazy raised its bounds error (at the read, or at the call for a size-0
+    dim). Their guards skip those cases now (lazy_core/checks.py ``_guard_dim_index``); an
+    index that addresses elements is still checked."""
+    use_backend(name)
+    index = torch.tensor([5, 2])
+    forms = {
+        "index_copy": lambda x, i: x.index_copy(0, i, torch.zeros(2, 0, 3, device=x.device)),
+        "index_fill": lambda x, i: x.index_fill(0, i, 1.0),
+        "index_add": lambda x, i: x[:, :0].index_add(0, i, torch.ones(2, 0, 3, device=x.device)),
+        "index_add of an empty dim": lambda x, i: x[2:].index_add(0, i, torch.ones(2, 0, 3, device=x.device)),
+    }
+    for form, fn in forms.items():
+        want = fn(torch.zeros(2, 0, 3), index)
+        got = fn(torch.zeros(2, 0, 3, device="lazy"), index.to("lazy")).cpu()
+        assert got.shape == want.shape and torch.equal(got, want), form
+    with pytest.raises(IndexError, match="index_copy_"):
+        torch.zeros(2, 3, device="lazy").index_copy(0, index.to("lazy"), torch.ones(2, 3, device="lazy")).cpu()
