@@ -2912,3 +2912,24 @@ def test_fuzz_seeds_9514_9526_no_index_check_where_eager_writes_nothing(name):
         assert got.shape == want.shape and torch.equal(got, want), form
     with pytest.raises(IndexError, match="index_copy_"):
         torch.zeros(2, 3, device="lazy").index_copy(0, index.to("lazy"), torch.ones(2, 3, device="lazy")).cpu()
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seed_9517_indexing_an_empty_tensor_checks_no_index(name):
+    """Fuzz seed 9517 (programs 1344, 2180): ``x[..., False][idx]`` and ``y[:, 1:][idx] = c`` of
+    a [2, 1, 3] ``y``, with indices out of range: their tensors have no elements, eager reads
+    and writes nothing and checks nothing; lazy raised IndexError at the read. An indexed dim of
+    size 0 still raises, as eager's (lazy_core/checks.py ``_guard_indices_list``)."""
+    use_backend(name)
+    idx = torch.tensor([1, -2, 0, -3, 2])
+
+    def program(dev: str) -> list[torch.Tensor]:
+        x = torch.arange(24, device=dev).view(2, 3, 4)
+        y = torch.zeros(2, 1, 3, device=dev)
+        y[:, 1:][idx.to(dev)] = -2.5
+        return [x[..., False][idx.to(dev)], y]
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        assert got.shape == want.shape and torch.equal(got.cpu(), want)
+    with pytest.raises(IndexError, match="out of bounds"):
+        torch.zeros(0, 2, device="lazy")[idx.to("lazy")].cpu()
