@@ -293,6 +293,16 @@ def _guard_dim_index(exc: type[Exception], prefix: str = "", negative_ok: bool =
     return guard
 
 
+def _vector_index(then: Callable[[_Bound, str, Any], None]) -> Callable[[_Bound, str, Any], None]:
+    """``index_select``'s index must be a vector (or a scalar): eager's IndexError at the call,
+    which the meta kernel skips (lazy raised it at the read; fuzz seed 9532)."""
+    def guard(b: _Bound, op: str, loc: Any) -> None:
+        if b.get("index").dim() > 1:
+            raise IndexError("index_select(): Index is supposed to be a vector")
+        then(b, op, loc)
+    return guard
+
+
 def _guard_embedding(b: _Bound, op: str, loc: Any) -> None:
     if b.get("weight").dim() != 2:
         return  # the op raises eager's "'weight' must be 2-D" at the call
@@ -659,7 +669,7 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "_embedding_bag_forward_only": _guard_embedding_bag,
     "_embedding_bag_backward": _guard_embedding_bag_backward,
     "_embedding_bag_per_sample_weights_backward": _guard_embedding_bag_backward,
-    "index_select": _guard_dim_index(IndexError, plain="index out of range in self", dim1_kernel=True),
+    "index_select": _vector_index(_guard_dim_index(IndexError, plain="index out of range in self", dim1_kernel=True)),
     "gather": _guard_dim_index(RuntimeError),
     "scatter": _guard_dim_index(RuntimeError),
     "scatter_add": _guard_dim_index(RuntimeError),

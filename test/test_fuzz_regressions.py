@@ -2933,3 +2933,15 @@ def test_fuzz_seed_9517_indexing_an_empty_tensor_checks_no_index(name):
         assert got.shape == want.shape and torch.equal(got.cpu(), want)
     with pytest.raises(IndexError, match="out of bounds"):
         torch.zeros(0, 2, device="lazy")[idx.to("lazy")].cpu()
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seed_9532_index_select_of_a_matrix_index_raises_at_the_call(name):
+    """Fuzz seed 9532 program 1902: ``index_select`` with a 2-d index (``x[..., False]``, empty)
+    raised eager's "Index is supposed to be a vector" only at the read (lazy_core/checks.py)."""
+    use_backend(name)
+    x = torch.zeros(3, 4, dtype=torch.int64, device="lazy")
+    with pytest.raises(IndexError, match="Index is supposed to be a vector"):
+        torch.index_select(x, -1, x[..., False])
+    got = torch.index_select(x + 1, -1, torch.tensor(2, device="lazy"))  # a 0-d index is fine
+    assert torch.equal(got.cpu(), torch.index_select(torch.ones(3, 4, dtype=torch.int64), -1, torch.tensor(2)))
