@@ -1476,7 +1476,8 @@ def _resize_out(func: Any, target: LazyTensor, value: Output) -> None:
     layout = target._lz_storage.meta
     numel, capacity = math.prod(shape), math.prod(layout.shape)
     offset = target.storage_offset()
-    fits = offset + numel <= capacity and layout.stride == _contiguous_strides(layout.shape)
+    fits = (offset + numel <= capacity and layout.stride == _contiguous_strides(layout.shape)
+            and layout.dtype == target.dtype)  # (not a ``view(dtype)`` of its storage)
     if target._lz_view and not fits:
         raise NotImplementedError(
             f"{func}: resizing an out= lazy view from {list(target.shape)} to {shape} beyond its storage is not "
