@@ -46,8 +46,11 @@ def applies(node: Node) -> bool:
     return _empty(index)
 
 
-def _index_is_empty(op: Any, args: tuple) -> bool:
-    index = args[_INDEX_ARG[op]]
+def _index_is_empty(op: Any, args: tuple, kwargs: dict) -> bool:
+    i = _INDEX_ARG[op]
+    index = args[i] if len(args) > i else kwargs.get("indices" if i == 1 else "index")
+    if index is None:
+        return False
     if isinstance(index, list | tuple):
         return any(t is not None and t.numel() == 0 for t in index)
     return index.numel() == 0
@@ -57,7 +60,7 @@ def decomposition(op: Any, otherwise: Callable | None) -> Callable:
     """``op``'s decomposition: a copy of ``self`` when its index is empty, else ``otherwise``
     (the op's other decomposition, where it has one)."""
     def decomposed(*args: Any, **kwargs: Any) -> Any:
-        if _index_is_empty(op, args):
+        if _index_is_empty(op, args, kwargs):
             return args[0].clone()
         return otherwise(*args, **kwargs) if otherwise is not None else NotImplemented
     return decomposed
