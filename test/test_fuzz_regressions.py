@@ -2947,13 +2947,12 @@ def test_fuzz_seed_9532_index_select_of_a_matrix_index_raises_at_the_call(name):
     assert torch.equal(got.cpu(), torch.index_select(torch.ones(3, 4, dtype=torch.int64), -1, torch.tensor(2)))
 
 
-@pytest.mark.parametrize("name", on_backends(iree_cpu="open: fuzz seed 9562 program 42 gives [1, 1, 0] on iree-cpu "
-                                                        "(root not found yet; present at 9ff2340 already)"))
+@pytest.mark.parametrize("name", on_backends())
 def test_fuzz_seed_9562_logical_not_through_a_strided_view_after_an_out_cast(name):
-    """Fuzz seed 9562 program 42, found in this session's last minutes: ``torch.mul(b, b,
-    out=x)`` (a bool product cast into float64 ``x``), then ``x[::2].logical_not_()``: eager
-    gives [1, 1, 1], iree-cpu [1, 1, 0]; eager, reference and iree-vulkan are right. A wrong
-    value, open; strict xfail on iree-cpu so that its fix shows as an XPASS."""
+    """Fuzz seed 9562 program 42: ``torch.mul(b, b, out=x)`` (a bool product cast into float64
+    ``x``), then ``x[::2].logical_not_()``: eager gives [1, 1, 1], iree-cpu gave [1, 1, 0].
+    Root: IREE 3.13's llvm-cpu code generator drops the stride of a slice of a widening cast it
+    cloned into the slice's dispatch (backends/iree/strided_slices.py)."""
     use_backend(name)
 
     def program(dev: str) -> torch.Tensor:
@@ -2964,3 +2963,45 @@ def test_fuzz_seed_9562_logical_not_through_a_strided_view_after_an_out_cast(nam
         return x.cpu()
 
     torch.testing.assert_close(program("lazy"), program("cpu"), rtol=0, atol=0)
+
+
+_WIDENING = [(torch.bool, torch.float32), (torch.int8, torch.float64), (torch.uint8, torch.int64),
+             (torch.int16, torch.float32), (torch.int32, torch.int64), (torch.float16, torch.float32),
+             (torch.bfloat16, torch.float64), (torch.float32, torch.int64), (torch.float32, torch.float64)]
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_strided_slices_of_widening_casts_match_eager(name):
+    """The class behind fuzz seed 9562: a widening cast followed by a strided slice read the first
+    elements instead, on iree-cpu for 5 or 16 elements (``b.float()[::2] + 1`` of ``[0, 1, 0, 1,
+    0]`` gave [1, 2, 1]), on iree-vulkan for 257 elements and [4, 33]; a slice written back
+    (``slice_scatter``) and a 2-d view beside it."""
+    use_backend(name)
+    g = torch.Generator().manual_seed(9562)
+    before = lazy_core.metrics.counter("iree_isolated_strided_slices")
+    for shape in ((5,), (16,), (257,), (4, 33)):
+        for src, dst in _WIDENING:
+            base = torch.randint(0, 3, shape, generator=g).to(src)
+
+            def program(dev: str, base: torch.Tensor = base, dst: torch.dtype = dst) -> tuple[torch.Tensor, ...]:
+                x = base.to(dev).to(dst)
+                y = x.clone()
+                y[..., 1::3] = x[..., :-1:3] * 2
+                return x[..., ::2] + 1, x[..., 1::3] - 1, y, x.reshape(1, -1).expand(2, -1)[:, ::2] * 3
+
+            for got, want in zip(program("lazy"), program("cpu")):
+                assert torch.equal(got.cpu(), want), (shape, src, dst, got.cpu(), want)
+    if name.startswith("iree"):  # compiled (strict mode), with slices' sources behind barriers
+        assert lazy_core.metrics.counter("iree_isolated_strided_slices") > before
+
+
+@pytest.mark.parametrize("name", on_backends(iree_vulkan="open: IREE 3.13's SPIR-V conversion fails to legalize "
+                                                          "a memref<16xT> to memref<1x16xT> materialization"))
+def test_a_strided_slice_of_a_unit_dim_view_compiles(name):
+    """Found beside fuzz seed 9562: ``x.view(1, 16)[:, ::2] * 3`` fails to compile on iree-vulkan
+    for any ``x`` ("failed to legalize unresolved materialization from memref<16xf32> to
+    memref<1x16xf32>"); in default mode it runs op by op with eager's values. Strict xfail on
+    iree-vulkan, so that a fix shows as an XPASS."""
+    use_backend(name)
+    x = torch.arange(16.0)
+    assert torch.equal((lazy(x).view(1, 16)[:, ::2] * 3).cpu(), x.view(1, 16)[:, ::2] * 3)

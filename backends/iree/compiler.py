@@ -28,6 +28,7 @@ from .fused_reductions import fused_reduction_races, isolate_reductions
 from .miscompiles import refusal
 from .region_results import misrouted_duplicates, outputs_behind_barriers, print_flags, read_printed
 from .sign_extensions import cloned_sign_extensions, isolate_sign_extensions
+from .strided_slices import fused_strided_slices, isolate_strided_slice_sources
 
 # "file:line:col: error: message" as iree-compile prints diagnostics, or the raw MLIR form.
 _DIAG = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):\d+: error: (?P<msg>.*)$", re.M)
@@ -83,13 +84,16 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
             vmfb, phases = _compile_with_phases(ic, mlir, input_type(form), backends, flags, wanted)
             before_dispatch = phases.get("global-optimization", "")
             races, extensions = _spirv_hazards(phases) if spirv else ([], [])
+            strided = fused_strided_slices(phases.get("flow", ""))
             first_flow = ""
-            if races or extensions:
+            if races or extensions or strided:
                 first_flow = phases.get("flow", "")
                 # Compile again from before dispatch formation, each hazard behind a barrier.
                 source = isolated = phases["global-optimization"]
                 for found, barriers, counter in ((races, isolate_reductions, "iree_isolated_reductions"),
-                                                 (extensions, isolate_sign_extensions, "iree_isolated_sign_extensions")):
+                                                 (extensions, isolate_sign_extensions, "iree_isolated_sign_extensions"),
+                                                 (strided, isolate_strided_slice_sources,
+                                                  "iree_isolated_strided_slices")):
                     try:
                         done = barriers(isolated) if found else None
                     except ExpansionFailed as e:
@@ -105,7 +109,8 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                         ic, isolated, input_type(form), backends, flags + ["--compile-from=global-optimization"],
                         wanted)
                     before_dispatch = isolated
-                    races, extensions = _spirv_hazards(phases)
+                    races, extensions = _spirv_hazards(phases) if spirv else ([], [])
+                    strided = fused_strided_slices(phases.get("flow", ""))
             misrouted = misrouted_duplicates(phases.get(_REGIONS, ""))
             kept_apart = outputs_behind_barriers(before_dispatch) if misrouted and before_dispatch else None
             if kept_apart is not None:
@@ -115,6 +120,7 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                     ic, kept_apart, input_type(form), backends, flags + ["--compile-from=global-optimization"],
                     wanted)
                 races, extensions = _spirv_hazards(phases) if spirv else ([], [])
+                strided = fused_strided_slices(phases.get("flow", ""))
                 misrouted = misrouted_duplicates(phases.get(_REGIONS, ""))
             refused = refusal(phases.get("flow", ""), config.target.target_backend, tuple(config.compile_flags),
                               first_flow)
@@ -133,6 +139,11 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                 refused = ("iree_refused_sign_extension",
                            "a 32-to-64-bit sign extension IREE cloned into the dispatch that reads it: lavapipe "
                            "compares such values with 0 wrongly, so the graph is not compiled", "\n".join(extensions))
+            if refused is None and strided:
+                refused = ("iree_refused_strided_slice",
+                           "a strided slice read in the dispatch that computes its source: IREE 3.13's llvm-cpu "
+                           "code generator drops the stride, a wrong value, so the graph is not compiled",
+                           "\n".join(strided))
             if refused is not None:
                 counter, why, evidence = refused
                 metrics.counter_add(counter)
