@@ -52,6 +52,8 @@ from .lerp import lerp, logaddexp, logaddexp2
 from .log1p_expm1 import expm1, log1p
 from .log10 import log10
 from .log_sigmoid import log_sigmoid_backward
+from .nextafter import BITS as nextafter_dtypes
+from .nextafter import nextafter
 from .logcumsumexp import logcumsumexp
 from .opmath import in_opmath, real_input
 from .pooling import (
@@ -616,8 +618,9 @@ DECOMPOSED_OPS = (
     # ``empty_strided``/``new_empty_strided`` (zeros: their values are unspecified), and from
     # PyTorch's decompositions ``take`` (an index of the flattened input), ``index_fill``
     # (negative indices wrapped first) and ``multi_margin_loss``, each checked against eager on
-    # reference and iree-cpu. (Not ``nextafter`` and ``frexp``: PyTorch's are prims.)
-    aten.addmv.default, aten.addr.default, aten.hypot.default, aten.angle.default,
+    # reference and iree-cpu. ``nextafter`` (PyTorch's is a prim) steps on the operands' bits
+    # (lowering/nextafter.py).
+    aten.addmv.default, aten.addr.default, aten.hypot.default, aten.nextafter.default, aten.angle.default,
     aten.scatter.reduce, aten.scatter.value_reduce, aten.empty_strided.default, aten.new_empty_strided.default,
     aten.take.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, aten.multi_margin_loss.default,
     # ``cummax``/``cummin`` and their gradient (lowering/cumulative_extrema.py: a log-step scan),
@@ -2257,6 +2260,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.addmv.default] = _zero_scaled(torch.mv, alpha_skipped=True)
     table[aten.addr.default] = _addr
     table[aten.hypot.default] = hypot
+    table[aten.nextafter.default] = nextafter
     table[aten.angle.default] = _angle
     table[aten.take.default] = _take
     table[aten.cummax.default] = cummax
@@ -2401,6 +2405,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.sum.dim_IntList: lambda node: node.kwargs.get("dtype") == torch.bool,
     aten.fmod.Tensor: _floor_division_operands,
     aten.fmod.Scalar: _integer_or_floating_result,
+    aten.nextafter.default: lambda node: _floating_result(node) and node.metas[0].dtype in nextafter_dtypes,
     aten.floor_divide.default: _floor_division,
     aten.neg.default: _integer_result,
     aten.floor_divide.Scalar: _floor_division,

@@ -114,7 +114,7 @@ def _conditions() -> dict[Any, Any]:
     if not CALL_CONDITIONS:
         import torch
 
-        from . import linalg, special, trig
+        from . import linalg, nextafter, special, trig
 
         aten = torch.ops.aten
 
@@ -136,6 +136,11 @@ def _conditions() -> dict[Any, Any]:
         # Recorded only to be checked on the device (lazy_core.checks); with LAZY_CHECKS=0 the
         # CPU's check runs at the call, as an unsupported op (a host read, but never a lost error).
         CALL_CONDITIONS[aten._linalg_check_errors.default] = lambda args, kwargs: _checks_on()
+        # Not of a bfloat16 operand (lowering/nextafter.py): it stays the ATen op, which nothing
+        # lowers. (The operands' dtypes only: ``torch.result_type`` would run on lazy tensors.)
+        CALL_CONDITIONS[aten.nextafter.default] = lambda args, kwargs: all(
+            isinstance(a, torch.Tensor) and a.dtype in nextafter.BITS
+            for a in (*args, *kwargs.values()))
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(

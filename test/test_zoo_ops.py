@@ -1325,3 +1325,38 @@ def test_linspace_and_logspace_with_tensor_endpoints_compile_and_match_eager(com
         if want.numel() and i < 7:  # linspace's endpoints are exact (logspace's within an ulp)
             assert got[0] == want[0] and got[-1] == want[-1], (got, want)
     assert _fallbacks() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_nextafter_compiles_bit_exact(compiling: str, dtype: torch.dtype) -> None:
+    """``nextafter`` ran eagerly and cut the graph (issue 15's OpInfo sweep; PyTorch's is a prim).
+    lowering/nextafter.py steps on the bits as integers: every result bit-exact, subnormals
+    (stepped and produced, also on a backend that flushes them in float arithmetic), zeros of
+    both signs, infinities, the largest finite number, NaN; in place and broadcast too."""
+    info = torch.finfo(dtype)
+    sub = info.smallest_normal / 4
+    x = torch.tensor([1.0, 0.0, -0.0, math.nan, sub, -sub, 0.0, math.inf, -math.inf, info.max, -2.5, 7.0,
+                      info.smallest_normal, -info.tiny, 1.0, -0.0], dtype=dtype)
+    y = torch.tensor([2.0, -1.0, 1.0, 0.0, 1.0, 1.0, -0.0, 0.0, 0.0, math.inf, 0.0, -7.0, 0.0, -1.0, math.nan, 0.0],
+                     dtype=dtype)
+    bits = {torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16}[dtype]
+    got = torch.nextafter(x.to("lazy"), y.to("lazy"))
+    z = x.to("lazy")
+    z.nextafter_(torch.tensor(1.0, dtype=dtype, device="lazy"))
+    lazy_core.mark_step()  # one graph: a fallback fails the test
+    want = torch.nextafter(x, y)
+    assert torch.equal(got.cpu().isnan(), want.isnan())
+    assert torch.equal(got.cpu()[~want.isnan()].view(bits), want[~want.isnan()].view(bits))
+    want_z = torch.nextafter(x, torch.tensor(1.0, dtype=dtype))
+    assert torch.equal(z.cpu()[~want_z.isnan()].view(bits), want_z[~want_z.isnan()].view(bits))
+    assert _fallbacks() == {}
+
+
+@pytest.mark.expect_fallback("aten.nextafter")
+def test_nextafter_of_bfloat16_or_integers_runs_eagerly(compiling: str) -> None:
+    """bfloat16 stays eager (the reference backend computes it in float32 and cannot read its
+    bits), and so do integers, for eager's error."""
+    x = torch.tensor([1.0, -3.0], dtype=torch.bfloat16)
+    assert torch.equal(torch.nextafter(x.to("lazy"), -x.to("lazy")).cpu(), torch.nextafter(x, -x))
+    with pytest.raises(NotImplementedError, match="nextafter_cpu"):
+        torch.nextafter(torch.tensor([1, 2], device="lazy"), torch.tensor([2, 1], device="lazy"))
