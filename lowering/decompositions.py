@@ -52,9 +52,9 @@ from .lerp import lerp, logaddexp, logaddexp2
 from .log1p_expm1 import expm1, log1p
 from .log10 import log10
 from .log_sigmoid import log_sigmoid_backward
+from .logcumsumexp import logcumsumexp
 from .nextafter import BITS as nextafter_dtypes
 from .nextafter import nextafter
-from .logcumsumexp import logcumsumexp
 from .opmath import in_opmath, real_input
 from .pooling import (
     adaptive_avg_pool2d,
