@@ -46,6 +46,8 @@ from .cumulative_extrema import cummax, cummaxmin_backward, cummin
 from .distances import cdist_backward, cdist_forward
 from .elu import celu, elu
 from .erfinv import erfinv
+from .frexp import FORMATS as frexp_dtypes
+from .frexp import frexp
 from .hyperbolic import acosh, asinh, atanh, sinh
 from .hypot import hypot
 from .lerp import lerp, logaddexp, logaddexp2
@@ -618,9 +620,10 @@ DECOMPOSED_OPS = (
     # ``empty_strided``/``new_empty_strided`` (zeros: their values are unspecified), and from
     # PyTorch's decompositions ``take`` (an index of the flattened input), ``index_fill``
     # (negative indices wrapped first) and ``multi_margin_loss``, each checked against eager on
-    # reference and iree-cpu. ``nextafter`` (PyTorch's is a prim) steps on the operands' bits
-    # (lowering/nextafter.py).
-    aten.addmv.default, aten.addr.default, aten.hypot.default, aten.nextafter.default, aten.angle.default,
+    # reference and iree-cpu. ``nextafter`` and ``frexp`` (PyTorch's are prims) read the
+    # operands' bits (lowering/nextafter.py, lowering/frexp.py).
+    aten.addmv.default, aten.addr.default, aten.hypot.default, aten.nextafter.default, aten.frexp.Tensor,
+    aten.angle.default,
     aten.scatter.reduce, aten.scatter.value_reduce, aten.empty_strided.default, aten.new_empty_strided.default,
     aten.take.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, aten.multi_margin_loss.default,
     # ``cummax``/``cummin`` and their gradient (lowering/cumulative_extrema.py: a log-step scan),
@@ -2261,6 +2264,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.addr.default] = _addr
     table[aten.hypot.default] = hypot
     table[aten.nextafter.default] = nextafter
+    table[aten.frexp.Tensor] = frexp
     table[aten.angle.default] = _angle
     table[aten.take.default] = _take
     table[aten.cummax.default] = cummax
@@ -2406,6 +2410,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.fmod.Tensor: _floor_division_operands,
     aten.fmod.Scalar: _integer_or_floating_result,
     aten.nextafter.default: lambda node: _floating_result(node) and node.metas[0].dtype in nextafter_dtypes,
+    aten.frexp.Tensor: lambda node: _floating_result(node) and node.metas[0].dtype in frexp_dtypes,
     aten.floor_divide.default: _floor_division,
     aten.neg.default: _integer_result,
     aten.floor_divide.Scalar: _floor_division,

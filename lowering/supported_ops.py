@@ -114,7 +114,7 @@ def _conditions() -> dict[Any, Any]:
     if not CALL_CONDITIONS:
         import torch
 
-        from . import linalg, nextafter, special, trig
+        from . import frexp, linalg, nextafter, special, trig
 
         aten = torch.ops.aten
 
@@ -141,6 +141,8 @@ def _conditions() -> dict[Any, Any]:
         CALL_CONDITIONS[aten.nextafter.default] = lambda args, kwargs: all(
             isinstance(a, torch.Tensor) and a.dtype in nextafter.BITS
             for a in (*args, *kwargs.values()))
+        CALL_CONDITIONS[aten.frexp.Tensor] = lambda args, kwargs: all(
+            isinstance(a, torch.Tensor) and a.dtype in frexp.FORMATS for a in (*args, *kwargs.values()))
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(
