@@ -70,7 +70,7 @@ from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
 
 aten = torch.ops.aten
 
-_MEDIANS = (aten.median.dim, aten.median.default)
+_MEDIANS = (aten.median.dim, aten.median.default, aten.nanmedian.default)
 
 #: Ops lowered through the NaN-aware decompositions at the end of this file.
 NAN_DECOMPOSED_OPS = (
@@ -100,8 +100,10 @@ NAN_DECOMPOSED_OPS = (
     aten.topk.default,
     # ``median``: no torch-dialect op, so every graph holding one was cut around an eager call.
     # Through the NaN-aware sort; ``median()`` of an empty tensor is eager's filler (_median);
-    # ``median(dim)`` only over a non-empty reduction (_ONLY_WHEN: eager raises for an empty one). ``nanmedian`` stays eager: for an all-NaN
-    # row the CPU kernel's index is wherever its nth_element left a NaN (5 of 7 in one test).
+    # ``median(dim)`` only over a non-empty reduction (_ONLY_WHEN: eager raises for an empty one).
+    # ``nanmedian()`` (a value, no index) the same way, over the numbers that are not NaN
+    # (_nanmedian). ``nanmedian(dim)`` stays eager: for an all-NaN row the CPU kernel's index is
+    # wherever its nth_element left a NaN (5 of 7 in one test).
     *_MEDIANS,
     # ``kthvalue``: torch-mlir lowers it to ``tm_tensor.topk``, which IREE rejects ("region block
     # must end with a linalg_ext.yield i1"), and whose ordered comparisons put a NaN anywhere: on
@@ -2891,6 +2893,17 @@ def _median(x: torch.Tensor) -> torch.Tensor:
     return _median_dim(x.reshape(-1), 0)[0]
 
 
+def _nanmedian(x: torch.Tensor) -> torch.Tensor:
+    """The lower median of the numbers that are not NaN (NaN if there are none), read from the
+    NaN-last sort; an empty tensor gives eager's filler, an integer one its median."""
+    if x.numel() == 0 or not x.is_floating_point():
+        return _median(x)
+    values, _ = _sort(x.reshape(-1), 0)
+    numbers = (~torch.isnan(x)).sum().reshape(1)
+    at = (numbers - 1).clamp(min=0) >> 1  # all NaN: the first, a NaN
+    return values.gather(0, at).reshape(())
+
+
 def _median_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The lower median along ``dim`` (the ``(n - 1) // 2``-th smallest) and its index, as the CPU
     kernel picks them: read from the stable NaN-last sort (``_sort``); among equal numbers the
@@ -2936,6 +2949,7 @@ def _nan_table() -> dict[Any, Callable]:
         aten.topk.default: _topk,
         aten.median.dim: _median_dim,
         aten.median.default: _median,
+        aten.nanmedian.default: _nanmedian,
         aten.kthvalue.default: _kthvalue,
     }
 

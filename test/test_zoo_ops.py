@@ -1386,3 +1386,23 @@ def test_frexp_compiles_bit_exact(compiling: str, dtype: torch.dtype) -> None:
         assert torch.equal(m.isnan(), want_m.isnan())
         assert torch.equal(m[~want_m.isnan()].view(bits), want_m[~want_m.isnan()].view(bits))
     assert _fallbacks() == {}
+
+
+def test_nanmedian_of_a_whole_tensor_compiles(compiling: str) -> None:
+    """``nanmedian()`` ran eagerly and cut the graph (issue 15's OpInfo sweep): the lower median
+    of the numbers that are not NaN, from the NaN-last sort; all NaN gives NaN, an empty tensor
+    and integers give what eager gives. (``nanmedian(dim)`` stays eager: eager's index for an
+    all-NaN row is wherever its selection left a NaN.)"""
+    nan = math.nan
+    g = torch.Generator().manual_seed(2)
+    cases = [torch.tensor([1.0, nan, 3.0, 2.0]), torch.tensor([nan] * 3), torch.tensor([]),
+             torch.tensor([3, 1, 2, 7]), torch.tensor([], dtype=torch.int64), torch.tensor([[1.0, 5.0], [nan, -2.0]]),
+             torch.tensor(4.0), torch.tensor(nan), torch.randn(7, 5, generator=g),
+             torch.tensor([2.0, 2.0, nan, 1.0, 1.0], dtype=torch.float64)]
+    got = [c.to("lazy").nanmedian() for c in cases]
+    lazy_core.mark_step()  # one graph: a fallback fails the test
+    for c, result in zip(cases, got):
+        want = c.nanmedian()
+        assert result.dtype == want.dtype
+        torch.testing.assert_close(result.cpu(), want, rtol=0, atol=0, equal_nan=True)
+    assert _fallbacks() == {}
