@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from typing import Any
 
 import torch
@@ -120,8 +122,16 @@ def run_eagerly(func: Any, args: tuple, kwargs: dict, why: str = "") -> Any:
     by_cpu: dict[int, Any] = {}
     for t in uniq:
         if id(t) in mutated_ids:
-            t._lz_assign(_t.upload(table[id(t)], loc))
-            by_cpu[id(table[id(t)])] = t
+            host = table[id(t)]
+            if tuple(host.shape) != tuple(t.shape):
+                # An out= tensor eager resized (``torch.frexp(x, out=(empty, empty))``): resized
+                # here as a traced op resizes it. Eager has already warned, if it had elements.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    _t._resize_out(func, t, _t.upload(host, loc))
+            else:
+                t._lz_assign(_t.upload(host, loc))
+            by_cpu[id(host)] = t
     return _wrap_result(result, by_cpu, loc)
 
 

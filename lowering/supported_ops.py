@@ -136,13 +136,19 @@ def _conditions() -> dict[Any, Any]:
         # Recorded only to be checked on the device (lazy_core.checks); with LAZY_CHECKS=0 the
         # CPU's check runs at the call, as an unsupported op (a host read, but never a lost error).
         CALL_CONDITIONS[aten._linalg_check_errors.default] = lambda args, kwargs: _checks_on()
-        # Not of a bfloat16 operand (lowering/nextafter.py): it stays the ATen op, which nothing
-        # lowers. (The operands' dtypes only: ``torch.result_type`` would run on lazy tensors.)
-        CALL_CONDITIONS[aten.nextafter.default] = lambda args, kwargs: all(
-            isinstance(a, torch.Tensor) and a.dtype in nextafter.BITS
-            for a in (*args, *kwargs.values()))
-        CALL_CONDITIONS[aten.frexp.Tensor] = lambda args, kwargs: all(
-            isinstance(a, torch.Tensor) and a.dtype in frexp.FORMATS for a in (*args, *kwargs.values()))
+        # Not of a bfloat16 operand (lowering/nextafter.py, lowering/frexp.py): it stays the ATen
+        # op, which nothing lowers. The in-place and out= forms too: they record the functional
+        # op. (The inputs' dtypes only: ``torch.result_type`` would run on lazy tensors.)
+        def inputs_in(dtypes: Any, names: tuple[str, ...]) -> Any:
+            def condition(args: tuple, kwargs: dict) -> bool:
+                inputs = [*args[:len(names)], *(kwargs[n] for n in names[len(args):] if n in kwargs)]
+                return all(isinstance(a, torch.Tensor) and a.dtype in dtypes for a in inputs)
+            return condition
+
+        CALL_CONDITIONS.update(dict.fromkeys((aten.nextafter.default, aten.nextafter_.default, aten.nextafter.out),
+                                             inputs_in(nextafter.BITS, ("self", "other"))))
+        CALL_CONDITIONS.update(dict.fromkeys((aten.frexp.Tensor, aten.frexp.Tensor_out),
+                                             inputs_in(frexp.FORMATS, ("self",))))
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(

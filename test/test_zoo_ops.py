@@ -1358,6 +1358,9 @@ def test_nextafter_of_bfloat16_or_integers_runs_eagerly(compiling: str) -> None:
     bits), and so do integers, for eager's error."""
     x = torch.tensor([1.0, -3.0], dtype=torch.bfloat16)
     assert torch.equal(torch.nextafter(x.to("lazy"), -x.to("lazy")).cpu(), torch.nextafter(x, -x))
+    z = x.to("lazy")
+    z.nextafter_(-x.to("lazy"))  # the in-place form decides per call too (it failed to compile)
+    assert torch.equal(z.cpu(), torch.nextafter(x, -x))
     with pytest.raises(NotImplementedError, match="nextafter_cpu"):
         torch.nextafter(torch.tensor([1, 2], device="lazy"), torch.tensor([2, 1], device="lazy"))
 
@@ -1406,3 +1409,16 @@ def test_nanmedian_of_a_whole_tensor_compiles(compiling: str) -> None:
         assert result.dtype == want.dtype
         torch.testing.assert_close(result.cpu(), want, rtol=0, atol=0, equal_nan=True)
     assert _fallbacks() == {}
+
+
+@pytest.mark.expect_fallback("aten.frexp.Tensor_out")
+def test_an_eager_out_call_resizes_its_empty_outputs(compiling: str) -> None:
+    """An op run eagerly with ``out=`` tensors of another shape: eager resizes them, and the lazy
+    tensors took the result only at their own shape ("an in-place op would resize a lazy
+    tensor", where eager raises nothing). They are resized as a traced ``out=`` op resizes them
+    (``lazy_core.fallback``; bfloat16 ``frexp`` runs eagerly)."""
+    x = torch.tensor([1.5, -3.0, 0.0], dtype=torch.bfloat16)
+    m, e = torch.empty(0, dtype=torch.bfloat16, device="lazy"), torch.empty(0, dtype=torch.int32, device="lazy")
+    torch.frexp(x.to("lazy"), out=(m, e))
+    want_m, want_e = torch.frexp(x)
+    assert torch.equal(m.cpu(), want_m) and torch.equal(e.cpu(), want_e)

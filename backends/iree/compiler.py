@@ -141,8 +141,8 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                            "compares such values with 0 wrongly, so the graph is not compiled", "\n".join(extensions))
             if refused is None and strided:
                 refused = ("iree_refused_strided_slice",
-                           "a strided slice read in the dispatch that computes its source: IREE 3.13's llvm-cpu "
-                           "code generator drops the stride, a wrong value, so the graph is not compiled",
+                           "a strided slice read in the dispatch that computes its source: IREE 3.13's code "
+                           "generator drops the stride, a wrong value, so the graph is not compiled",
                            "\n".join(strided))
             if refused is not None:
                 counter, why, evidence = refused
