@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import warnings
-
 from typing import Any
 
 import torch
