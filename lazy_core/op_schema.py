@@ -176,6 +176,9 @@ class OpPlan:
     returns_python_scalar: bool = False
     inplace_view: bool = False
     functional: Any = None
+    # Where the functional variant takes the arguments in another order (_REORDERED): the
+    # argument names it takes, in its order.
+    functional_args: tuple[str, ...] = ()
     decompose: bool = False
     # Whether the written results follow PyTorch's canCast rule (in-place ops,
     # and out= variants of pointwise ops): see ``check_cast``.
@@ -321,10 +324,22 @@ def _sig(schema: Any, drop: set[str]) -> tuple:
     return tuple((a.name, str(a.type).replace("(a!)", "")) for a in schema.arguments if a.name not in drop)
 
 
+#: In-place ops whose functional variant takes the same arguments in another order:
+#: ``x.polygamma_(n)`` is ``polygamma(n, x)``.
+_REORDERED = {"polygamma_": "polygamma"}
+
+
 def _functional_variant(op: Any, p: OpPlan) -> Any:
     """The side-effect-free op computing what ``op`` writes, or None."""
     schema = op._schema
     base_name = schema.name.split("::")[-1]
+    reordered = _REORDERED.get(base_name)
+    if reordered is not None and not p.is_out_variant:
+        cand = getattr(getattr(aten, reordered), schema.overload_name or "default")
+        if sorted(_sig(cand._schema, set())) == sorted(_sig(schema, set())):
+            p.functional_args = tuple(a.name for a in cand._schema.arguments)
+            return cand
+        return None
     if p.is_out_variant:
         packet = getattr(aten, base_name, None)
         want = _sig(schema, set(p.mutated))

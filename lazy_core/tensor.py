@@ -1394,6 +1394,9 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
     else:
         targets = [wargs[p.arg_index[m]] if p.arg_index[m] < len(wargs) else wkwargs[m] for m in p.mutated]
         fargs, fkwargs = args, kwargs
+        if p.functional_args:  # the same arguments in the functional variant's order
+            named = {**dict(zip(p.arg_index, args)), **kwargs}
+            fargs, fkwargs = tuple(named[n] for n in p.functional_args), {}
     flat_targets: list[Any] = []
     for t in targets:
         flat_targets.extend(t if isinstance(t, list | tuple) else [t])

@@ -993,16 +993,18 @@ def test_polygamma_of_higher_orders_compiles_with_eagers_values(compiling: str, 
     ran eagerly and cut the graph (six OpInfos of issue 15's sweep), so did trigamma's gradient.
     The reference is eager in float64: eager's own float32 kernel loses up to 7e-5 relative where
     the terms of a negative argument cancel (``polygamma(2, -0.4957721)``), ours does not. Poles,
-    infinities, NaN and signs of zeros as eager's. (``x.polygamma_(n)`` still runs eagerly: its
-    arguments are in another order than ``polygamma``'s, and the tracer has no functional form
-    for it.)"""
+    infinities, NaN and signs of zeros as eager's. ``x.polygamma_(n)`` too: it ran eagerly, its
+    arguments being in another order than ``polygamma``'s (lazy_core/op_schema.py, _REORDERED)."""
     g = torch.Generator().manual_seed(0)
     special = torch.tensor([0.0, -0.0, -1.0, -3.0, -2.5, -0.5, 0.5, 1.0, 9.0, 1e-30, 1e10, 1e30, math.inf,
                             -math.inf, math.nan, -0.4957721, -16.5, -15.99, -17.2, -100.3, 3.7], dtype=dtype)
     x = torch.cat([special, torch.rand(300, generator=g, dtype=dtype) * 18 - 9])
     lazy_x = x.to("lazy")
     got = {n: torch.polygamma(n, lazy_x) for n in ((2, 3, 7) if dtype == torch.float32 else (2, 5))}
+    in_place = lazy_x.clone()
+    in_place.polygamma_(2)
     lazy_core.mark_step()  # one graph: a fallback fails the test
+    torch.testing.assert_close(in_place.cpu(), got[2].cpu(), rtol=0, atol=0, equal_nan=True)
     for n, result in got.items():
         want = torch.polygamma(n, x.double()).to(dtype)
         result = result.cpu()
