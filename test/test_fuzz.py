@@ -325,3 +325,19 @@ def test_stateful_programs_are_deterministic_and_shrink(tmp_path) -> None:
     assert len(small.body) < len(program.body)
     used = set().union(*(ln.uses() for ln in small.state + small.body))
     assert set(small.state_names()) | {i.name for i in small.inputs} <= used, small
+
+
+def test_a_long_run_says_how_far_it_got() -> None:
+    """The summary comes at the end of a seed: a run stopped by a timeout said nothing about the
+    hundreds of programs it had checked. ``Progress`` logs programs, mismatches and rate as it
+    goes (every minute; here at every group)."""
+    from tools.fuzz.driver import Config, Progress, Report
+
+    lines: list[str] = []
+    progress = Progress(Config(backend="eager", seed=3, programs=40), Report("eager", 3), lines.append, every=0.0)
+    for n in (8, 16):
+        progress(n)
+    assert len(lines) == 2 and lines[-1].startswith("[fuzz] eager seed 3: 16/40 programs, 0 mismatches"), lines
+    quiet = Progress(Config(), Report("eager", 0), lines.append)  # the default: once a minute
+    quiet(8)
+    assert len(lines) == 2

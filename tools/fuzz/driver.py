@@ -69,6 +69,23 @@ class Config:
     stateful: bool = False
 
 
+class Progress:
+    """A line every ``every`` seconds on a long run (programs so far, mismatches, rate): a run
+    stopped by a timeout or by hand still says how far it got without a mismatch."""
+
+    def __init__(self, config: Config, report: Any, log: Any, every: float = 60.0) -> None:
+        self.config, self.report, self.log, self.every = config, report, log, every
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, n: int) -> None:
+        now = time.perf_counter()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        self.log(f"[fuzz] {self.config.backend} seed {self.config.seed}: {n}/{self.config.programs} programs, "
+                 f"{len(self.report.failures)} mismatches, {n / (now - self.start):.1f} programs/s")
+
+
 def host_eval_setting(config: Config) -> str:
     """The ``LAZY_HOST_EVAL`` value a run of ``config`` uses (lazy_core.host_eval: a small graph
     of host-held values read by ``item()`` runs on the host): on for even seeds, off for odd
@@ -258,11 +275,13 @@ def fuzz(config: Config, log: Any = print) -> Report:
             start = time.perf_counter()
             n = 0
             previous: list[Program] = []
+            progress = Progress(config, report, log)
             if config.stateful:
                 from .stateful import fuzz_stateful
 
-                n = fuzz_stateful(config, report, log)
+                n = fuzz_stateful(config, report, log, progress)
             while not config.stateful and n < config.programs and len(report.failures) < config.max_failures:
+                progress(n)
                 size = min(config.batch, config.programs - n)
                 group = [generate(rng, config.categories, config.min_ops, config.max_ops,
                                   f"seed {config.seed} program {n + i}") for i in range(size)]

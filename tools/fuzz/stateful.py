@@ -882,13 +882,15 @@ def program_rng(seed: int, index: int) -> random.Random:
     return random.Random(f"stateful {seed} {index}")
 
 
-def fuzz_stateful(config: Config, report: Report, log: Callable[[str], Any]) -> int:
+def fuzz_stateful(config: Config, report: Report, log: Callable[[str], Any],
+                  progress: Callable[[int], Any] = lambda n: None) -> int:
     """Generate and check ``config.programs`` stateful programs on the active backend (driver.fuzz
     set it up); failures go to ``report``. The number of programs run."""
     from .driver import _Watchdog, fresh_backend
 
     n = 0
     while n < config.programs and len(report.failures) < config.max_failures:
+        progress(n)
         label = f"seed {config.seed} stateful program {n}"
         program = generate_stateful(program_rng(config.seed, n), config.categories, label)
         if config.last_path:
