@@ -372,6 +372,9 @@ class LoweringContext:
         call_kwargs = {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)}
         if self._float_selects and node.op in _CASTS_SCALAR_TO_SELF:
             call_args, call_kwargs = self._scalars_in_result_dtype(node, call_args, call_kwargs)
+        if node.op is torch.ops.aten.new_full.default and node.metas and node.metas[0] is not None \
+                and node.metas[0].dtype == torch.bool:
+            call_args, call_kwargs = _fill_as_bool(call_args, call_kwargs)
         if self.emulate_bf16 and node.metas and node.metas[0] is not None and node.metas[0].dtype == torch.bfloat16:
             call_args, call_kwargs = self._round_bf16_operands(node, call_args, call_kwargs, trace)
         metas = [bf16.emulated(m) if self.emulate_bf16 and m is not None else m for m in node.metas]
@@ -704,6 +707,21 @@ _CASTS_SCALAR_TO_SELF = frozenset({
     torch.ops.aten.new_full.default,
     torch.ops.aten.full.default,
 })
+
+
+def _fill_as_bool(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``new_full``'s constant integer fill value as the bool it fills a bool tensor with.
+    torch-mlir converts it to ``i1`` by truncation: ``b.new_full((3,), 2)`` was all False on
+    reference and iree-cpu (eager: True; fuzz seed 9613). ``full``, ``full_like``, ``fill`` and
+    the other fills (and float values) were right."""
+    def conv(v: Any) -> Any:
+        return bool(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    if len(args) > 2:
+        return (*args[:2], conv(args[2]), *args[3:]), kwargs
+    if "fill_value" in kwargs:
+        return args, {**kwargs, "fill_value": conv(kwargs["fill_value"])}
+    return args, kwargs
 
 
 def _guess_node(graph: LazyGraph, e: Exception) -> Node | None:

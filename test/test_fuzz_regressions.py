@@ -3005,3 +3005,23 @@ def test_a_strided_slice_of_a_unit_dim_view_compiles(name):
     use_backend(name)
     x = torch.arange(16.0)
     assert torch.equal((lazy(x).view(1, 16)[:, ::2] * 3).cpu(), x.view(1, 16)[:, ::2] * 3)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_fuzz_seed_9613_new_full_of_a_bool_tensor_with_an_integer(name):
+    """Fuzz seed 9613 programs 262 and 1235: ``v.new_full(shape, -2)`` of a bool ``v`` fills
+    True in eager, and was all False on reference and iree-cpu, so an ``index_copy`` and an
+    ``index_put`` of it wrote False. Root: torch-mlir converts an integer fill to ``i1`` by
+    truncation (2 and -2 end in a 0 bit); lowering/context.py gives it the bool
+    (``_fill_as_bool``)."""
+    use_backend(name)
+
+    def program(dev: str) -> list[torch.Tensor]:
+        b = torch.tensor([False, False, False], device=dev)
+        idx = torch.zeros(4, dtype=torch.int64, device=dev)
+        return [b.new_full((3,), 2), b.new_full((), -2), b.new_full((2,), 0), b.new_full((2,), 1),
+                b.index_copy(0, idx, b.new_full((4,), -2)),
+                b.index_put((torch.tensor([2, 0], device=dev),), b.new_full((), -2), accumulate=True)]
+
+    for got, want in zip(program("lazy"), program("cpu")):
+        assert torch.equal(got.cpu(), want), (got.cpu(), want)
