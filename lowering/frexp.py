@@ -40,16 +40,18 @@ def frexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     keep = ~magnitude + fraction  # the sign and the fraction bits (disjoint: their sum is their union)
     half = (bias - 1) << fraction_bits  # the exponent field of 0.5
 
-    def normal(bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        field = (bits & magnitude) >> fraction_bits
+    def field_of(bits: torch.Tensor) -> torch.Tensor:
+        return (bits & magnitude) >> fraction_bits
+
+    def normal(bits: torch.Tensor, field: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return ((bits & keep) + half).view(x.dtype), (field - (bias - 1)).to(torch.int32)
 
     bits = x.view(itype)
-    field = (bits & magnitude) >> fraction_bits
-    mantissa, exponent = normal(bits)
+    field = field_of(bits)
+    mantissa, exponent = normal(bits, field)
     # A subnormal: its fraction as a number (exact), with x's sign, is normal.
     small = (bits & fraction).to(x.dtype).view(itype) + (bits & ~magnitude)
-    small_mantissa, small_exponent = normal(small)
+    small_mantissa, small_exponent = normal(small, field_of(small))
     subnormal = (field == 0) & ((bits & fraction) != 0)
     mantissa = torch.where(subnormal, small_mantissa, mantissa)
     exponent = torch.where(subnormal, small_exponent + (1 - bias - fraction_bits), exponent)
