@@ -30,6 +30,7 @@ from . import (
     meta_kernels,
     metrics,
     source_location,
+    storage_growth,
 )
 from . import registry as _registry
 from .eager_views import EagerViewStep
@@ -1471,20 +1472,24 @@ def _resize_out(func: Any, target: LazyTensor, value: Output) -> None:
     """Eager resizes an ``out=`` tensor of another shape (with a deprecation warning when it
     had elements), contiguous, over the same storage while it is large enough: the value fills
     the storage's first elements, and the tensor's other views read them (``torch.sub(a, a,
-    out=x)`` with ``v = x.t()`` alive: v read x's old values, eager's zeros; fuzz seed 9511). A
-    larger value takes a new storage (eager grows the old one; a view of it taken before would
-    read stale values here). A view is resized the same way from its storage offset, where the
-    storage holds it; otherwise it is refused (eager grows its base's storage)."""
+    out=x)`` with ``v = x.t()`` alive: v read x's old values, eager's zeros; fuzz seed 9511).
+    A larger value grows the storage: the tensors that share it move onto the grown one
+    (``storage_growth``; they kept reading the old values, and a view resized beyond its
+    storage was refused). A view is resized from its storage offset, as eager's is."""
     shape = list(value.meta.shape)
-    layout = target._lz_storage.meta
+    storage = target._lz_storage
+    layout = storage.meta
     numel, capacity = math.prod(shape), math.prod(layout.shape)
     offset = target.storage_offset()
-    fits = (offset + numel <= capacity and layout.stride == _contiguous_strides(layout.shape)
-            and layout.dtype == target.dtype)  # (not a ``view(dtype)`` of its storage)
-    if target._lz_view and not fits:
+    in_order = storage_growth.can_rebase(layout, target.dtype)
+    fits = offset + numel <= capacity and in_order
+    sharers = [] if fits else storage_growth.tensors_sharing(storage, target)
+    if not fits and (target._lz_view or sharers) and not in_order:
         raise NotImplementedError(
-            f"{func}: resizing an out= lazy view from {list(target.shape)} to {shape} beyond its storage is not "
-            "supported; allocate the right shape"
+            f"{func}: resizing an out= lazy tensor from {list(target.shape)} to {shape} grows a storage "
+            f"that other tensors view, laid out as {list(layout.shape)} with strides {list(layout.stride)} "
+            f"({layout.dtype}); lazy grows only contiguous storages of the tensor's dtype. Allocate the "
+            "right shape"
         )
     if target.numel() > 0:
         warnings.warn(
@@ -1499,19 +1504,23 @@ def _resize_out(func: Any, target: LazyTensor, value: Output) -> None:
     if fits:
         _write_storage_range(target, value, offset, numel)
         return
-    resized = wrap_output(value, target._lz_storage.device)
+    if not target._lz_view:
+        resized = wrap_output(value, storage.device)
+    else:
+        # The grown storage keeps the elements before the view's offset (none after it
+        # survive: the value ends past the old storage's end).
+        old = record_output(aten.reshape.default, (storage.value, [capacity]), {})
+        head = record_output(aten.slice.Tensor, (old, 0, 0, offset, 1), {})
+        flat = record_output(aten.reshape.default, (value, [numel]), {})
+        grown = wrap_output(record_output(aten.cat.default, ([head, flat],), {}), storage.device)
+        resized = grown[offset:offset + numel].view(shape)
     target.data = resized  # sizes and strides, as _inplace_view does
     target._lz_storage = resized._lz_storage
-    target._lz_view = ()
+    target._lz_view = resized._lz_view
     target._lz_cache = None
-
-
-def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
+    grown_shape = tuple(resized._lz_storage.meta.shape)
+    storage_growth.move_onto(sharers, resized._lz_storage,
+                             storage_growth.old_layout_steps(tuple(layout.shape), grown_shape))
 
 
 def _write_storage_range(target: LazyTensor, value: Output, offset: int, numel: int) -> None:

@@ -2776,7 +2776,7 @@ def test_fuzz_seed_9511_an_out_resize_keeps_the_storage_its_views_read(name):
     taken before, kept reading the old values where eager's ``v6`` reads the zeros: eager resizes
     over the same storage, and the lazy ``out=`` took a new one. Now the value fills the storage
     from the tensor's offset (lazy_core/tensor.py ``_resize_out``), for a base and for a view
-    whose storage holds the new shape; a view that would grow its storage is refused."""
+    whose storage holds the new shape."""
     use_backend(name)
 
     def program(dev: str) -> list[torch.Tensor]:
@@ -2799,9 +2799,54 @@ def test_fuzz_seed_9511_an_out_resize_keeps_the_storage_its_views_read(name):
     for g, w in zip(got, want, strict=True):
         assert (g.shape, g.stride(), g.storage_offset()) == (w.shape, w.stride(), w.storage_offset())
         torch.testing.assert_close(g.cpu(), w)
-    x = torch.arange(4.0, device="lazy")
-    with pytest.raises(NotImplementedError, match="beyond its storage"):
-        torch.add(torch.ones(5, device="lazy"), 1, out=x[2:])
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_an_out_resize_that_grows_the_storage_keeps_its_views(name):
+    """Found reading ``_resize_out`` after fuzz seed 9511: eager grows a too-small ``out=``
+    tensor's storage in place, so every tensor on that storage reads the grown buffer. Lazy gave
+    the tensor a new storage: ``v = x.view(2)`` taken before ``torch.add(ones(5), 1, out=x)``
+    kept its old zeros (eager: the new values), silently, and an ``out=`` view that had to grow
+    its base's storage was refused. Now the storage grows and the tensors on it move onto the
+    grown one (lazy_core/storage_growth.py); reads and writes through them, before and after
+    a step, match eager."""
+    use_backend(name)
+
+    def program(dev: str) -> list[torch.Tensor]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "An output with one or more elements was resized"
+            x = torch.zeros(2, 2, device=dev)
+            x_t, x_row = x.t(), x[0]
+            torch.add(torch.ones(3, 3, device=dev), 1, out=x)  # grows the storage
+            torch.add(torch.ones(4, 3, device=dev), 2, out=x)  # and again
+            x_t.mul_(5)  # a write through an old view reaches the grown storage
+            base = torch.arange(6.0, device=dev)
+            tail, head = base[4:], base[:3]
+            torch.mul(torch.arange(5.0, device=dev), 2, out=tail)  # a view grows its base's storage
+            tail.add_(1)
+            head.mul_(10)
+            base[5] = -1
+            y = torch.zeros(2, device=dev)
+            y_part = y[:1]
+            if dev == "lazy":
+                lazy_core.mark_step()  # the old storage holds device data
+            torch.add(torch.ones(4, device=dev), 1, out=y)
+            if dev == "lazy":
+                lazy_core.mark_step()
+            y_part.add_(1)
+        return [x, x_t, x_row, base, tail, head, y, y_part]
+
+    want = program("cpu")
+    got = program("lazy")
+    for g, w in zip(got, want, strict=True):
+        assert (g.shape, g.stride(), g.storage_offset()) == (w.shape, w.stride(), w.storage_offset())
+        torch.testing.assert_close(g.cpu(), w, rtol=0, atol=0)
+    # A storage laid out otherwise than row-major is not grown under a view: refused, not stale.
+    z = torch.empty_strided((2, 3), (1, 2), device="lazy").fill_(0)
+    z_row = z[0]
+    with pytest.raises(NotImplementedError, match="grows only contiguous storages"):
+        torch.add(torch.ones(3, 3, device="lazy"), 1, out=z)
+    assert z_row.cpu().tolist() == [0.0, 0.0, 0.0]
 
 
 @pytest.mark.parametrize("name", on_backends())
