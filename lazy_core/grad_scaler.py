@@ -11,16 +11,16 @@ decision stays in the graph:
   is functional, so the snapshot is a clone node, not a copy), runs
   ``optimizer.step()`` unconditionally, then writes back
   ``torch.where(found_inf, old, new)``: a skipped step leaves every value as
-  it was. State created by this step (a first step) falls back to zeros, the
-  state optimizers start from (SGD with ``dampening != 0`` starts its momentum
-  from the gradient instead; its first skipped step differs from PyTorch);
+  it was;
 * ``update`` is ``torch._amp_update_scale_``'s rule written with ``where``:
   back off on inf, grow after ``growth_interval`` clean steps.
 
-Optimizer state that is not a lazy tensor (``Adam``'s CPU ``step`` counter)
-cannot be selected in the graph: if any exists, ``step`` reads ``found_inf``
-once (one host sync) to restore it; optimizers with lazy state (SGD) do not
-sync at all. ``get_scale`` and ``state_dict`` return Python numbers and read
+Optimizer state that is not a lazy tensor (``Adam``'s CPU ``step`` counter),
+and state the step created (an optimizer's first step: skipped, it must stay
+absent, not become zeros), cannot be selected in the graph: then ``step``
+reads ``found_inf`` once (one host sync) and restores the state as it was;
+SGD without dampening, whose zero momentum buffer steps as an absent one, does
+not sync at all. ``get_scale`` and ``state_dict`` return Python numbers and read
 the device, as PyTorch's do.
 """
 
@@ -36,6 +36,15 @@ from .tensor import LazyTensor, lazy_device
 __all__ = ["GradScaler"]
 
 _READY, _UNSCALED, _STEPPED = 0, 1, 2
+
+
+def _zero_is_absent(optimizer: torch.optim.Optimizer, key: str) -> bool:
+    """Whether a zero state entry steps as an absent one: SGD's momentum buffer without
+    dampening (its first step sets it to the gradient, as ``0 * momentum + grad`` does).
+    Elsewhere it does not (dampening scales that first gradient; ASGD's ``eta`` of 0 stops
+    its updates), so a skipped first step must leave the state absent."""
+    return (type(optimizer) is torch.optim.SGD and key == "momentum_buffer"
+            and all(g.get("dampening", 0) == 0 for g in optimizer.param_groups))
 
 
 class GradScaler:
@@ -122,23 +131,31 @@ class GradScaler:
         old_state = {id(p): {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v)
                              for k, v in optimizer.state.get(p, {}).items()} for p in params}
         ret = optimizer.step(*args, **kwargs)
-        host_state = []
+        unselectable = False
         with torch.no_grad():
             for p, old in zip(params, old_params):
                 p.copy_(torch.where(found, old, p))
                 for k, new in optimizer.state.get(p, {}).items():
                     prev = old_state[id(p)].get(k)
-                    if isinstance(new, LazyTensor):
-                        base = prev if isinstance(prev, torch.Tensor) else torch.zeros_like(new)
-                        optimizer.state[p][k] = torch.where(found, base, new)
+                    if isinstance(new, LazyTensor) and prev is None and _zero_is_absent(optimizer, k):
+                        optimizer.state[p][k] = torch.where(found, torch.zeros_like(new), new)
+                    elif isinstance(new, LazyTensor) and isinstance(prev, torch.Tensor):
+                        optimizer.state[p][k] = torch.where(found, prev, new)
                     elif isinstance(new, torch.Tensor) or new is not prev:
-                        host_state.append((p, k, prev))
-        if host_state and bool(found.cpu()):  # host-side state: restoring it needs the flag (one sync)
-            for p, k, prev in host_state:
-                if prev is None:
-                    del optimizer.state[p][k]
-                else:
-                    optimizer.state[p][k] = prev
+                        unselectable = True
+        # State this step created (a first step), or kept on the host (Adam's CPU ``step``), has
+        # no value to select in the graph where the step is skipped: an absent entry is not a
+        # zero (SGD with dampening, ASGD's ``eta``), and a half-restored state made the next
+        # step raise KeyError (Adam, RMSprop, NAdam). Those steps read found-inf once and
+        # restore the state exactly as it was.
+        if unselectable and bool(found.cpu()):
+            for p in params:
+                if p in optimizer.state:
+                    before = old_state[id(p)]
+                    if before:
+                        optimizer.state[p] = dict(before)
+                    else:
+                        del optimizer.state[p]
         st["stage"] = _STEPPED
         return ret
 

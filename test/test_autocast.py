@@ -7,6 +7,8 @@ sync-free GradScaler matches CPU autocast with its GradScaler and runs one graph
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -207,3 +209,60 @@ def test_grad_scaler_unscale_twice_raises(eager_backend) -> None:
     s.unscale_(opt)
     with pytest.raises(RuntimeError, match="already been called"):
         s.unscale_(opt)
+
+
+_FIRST_STEP_OPTIMIZERS = {
+    "adam": lambda ps: torch.optim.Adam(ps, lr=0.1),
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=0.1),
+    "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=0.1),
+    "nadam": lambda ps: torch.optim.NAdam(ps, lr=0.1),
+    "radam": lambda ps: torch.optim.RAdam(ps, lr=0.1),
+    "adamax": lambda ps: torch.optim.Adamax(ps, lr=0.1),
+    "adadelta": lambda ps: torch.optim.Adadelta(ps, lr=0.5),
+    "rprop": lambda ps: torch.optim.Rprop(ps, lr=0.1),
+    "asgd": lambda ps: torch.optim.ASGD(ps, lr=0.1),
+    "sgd_dampening": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),
+    "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+}
+
+
+def _skipped_first_step(dev: str, make: Any) -> tuple[torch.Tensor, dict]:
+    w = torch.nn.Parameter(torch.ones(2).to(dev))
+    opt = make([w])
+    scaler = torch.amp.GradScaler("cpu") if dev == "cpu" else lazy_core.GradScaler()
+    for i in range(3):
+        x = torch.tensor([float("inf") if i == 0 else 1.0, 2.0]).to(dev)
+        opt.zero_grad()
+        scaler.scale((w * x).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        if dev == "lazy":
+            lazy_core.mark_step()
+    state = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in opt.state[w].items()}
+    return w.detach().cpu(), state
+
+
+def _check_skipped_first_step(name: str) -> None:
+    want_w, want_state = _skipped_first_step("cpu", _FIRST_STEP_OPTIMIZERS[name])
+    got_w, got_state = _skipped_first_step("lazy", _FIRST_STEP_OPTIMIZERS[name])
+    torch.testing.assert_close(got_w, want_w)
+    if name != "sgd_momentum":  # its skipped first step keeps a zero buffer (steps as an absent one)
+        assert sorted(got_state) == sorted(want_state)
+    for k, v in want_state.items():
+        torch.testing.assert_close(got_state[k], v, msg=lambda m, k=k: f"state {k!r}: {m}")
+
+
+@pytest.mark.parametrize("name", sorted(_FIRST_STEP_OPTIMIZERS))
+def test_grad_scaler_skipped_first_step_leaves_no_state(eager_backend, name: str) -> None:
+    """Found by an adversarial sweep: a skipped first step (inf gradients) left the state that
+    ``optimizer.step()`` created as zeros and dropped its host entries. The next step raised
+    KeyError ('step': Adam, AdamW, RAdam, Adamax, Adadelta, Rprop, RMSprop; 'mu_product': NAdam),
+    ASGD lost its next update (``eta`` of 0), and SGD with dampening started from a zero
+    buffer (w 0.95 against eager's 0.9). Such a step now reads found-inf once and leaves the
+    state absent, as torch.amp.GradScaler does (lazy_core/grad_scaler.py)."""
+    _check_skipped_first_step(name)
+
+
+@pytest.mark.parametrize("name", ["adam", "asgd", "sgd_dampening"])
+def test_grad_scaler_skipped_first_step_on_every_backend(backend, name: str) -> None:
+    _check_skipped_first_step(name)
