@@ -644,6 +644,27 @@ def _refusing_half(kernel: str) -> Callable[[_Bound, str, Any], None]:
     return guard
 
 
+def _refusing_half_polynomial(kernel: str) -> Callable[[_Bound, str, Any], None]:
+    """Refuse a float16 or bfloat16 result of an orthogonal polynomial (``x`` and ``n`` either
+    one a number) as the CPU kernel does: it has no half-precision loop; lazy computed its
+    decomposition (lowering/orthogonal_polynomials.py)."""
+    names = {torch.float16: "Half", torch.bfloat16: "BFloat16"}
+
+    def guard(b: _Bound, op: str, loc: Any) -> None:
+        x, n = b.get("x"), b.get("n")
+        if x is None or n is None:
+            return
+        # (Meta stand-ins of the same rank class: result_type of a lazy tensor dispatches.)
+        def standin(v: Any) -> Any:
+            return torch.empty((1,) * min(v.dim(), 1), dtype=v.dtype, device="meta") if isinstance(v, torch.Tensor) else v
+
+        name = names.get(torch.result_type(standin(x), standin(n)))
+        if name is not None:
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+
+    return guard
+
+
 #: ATen's names of the integer and bool dtypes, as its "not implemented for" errors print them.
 SCALAR_TYPE_NAMES = {torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
                      torch.int64: "Long", torch.bool: "Bool", torch.uint16: "UInt16", torch.uint32: "UInt32",
@@ -711,6 +732,9 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     **{f"special_{fn}": _refusing_half(f"{fn}_cpu") for fn in (
         "erfcx", "log_ndtr", "ndtri", "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
         "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0")},
+    **{f"special_{fn}": _refusing_half_polynomial(f"{fn}_cpu") for fn in (
+        *(f"{s}chebyshev_polynomial_{k}" for s in ("", "shifted_") for k in "tuvw"),
+        "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")},
 }
 
 

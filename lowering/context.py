@@ -29,7 +29,7 @@ from lazy_core import metrics
 from lazy_core.graph import LazyGraph
 from lazy_core.ir import Node, Output, ScalarParam, TensorMeta
 
-from . import bf16, half_accumulation
+from . import bf16, half_accumulation, loops
 from .comparisons import SCALAR_COMPARISONS, rewrite_float_equalities, rewrite_number_comparisons
 from .computation import ArgInfo, Computation, ResultInfo
 from .constant_sums import reduce_constant_sums
@@ -279,6 +279,14 @@ class LoweringContext:
                 self._results.append(ResultInfo(meta.shape, meta.dtype))
             outs.append(value)
         g.output(tuple(outs))
+        self._rewrite(g)
+        for sub in loops.subgraphs(g).values():  # loop bodies and conditions take the same rewrites
+            self._rewrite(sub.graph)
+            sub.recompile()
+        return g
+
+    def _rewrite(self, g: Graph) -> None:
+        """The FX rewrites every op of the computation takes (decompositions' included)."""
         wrap_negative_scatter_indices(g)
         make_scatter_dims_non_negative(g)  # those of decompositions too
         scatter_into_scalars_as_vectors(g)
@@ -297,7 +305,6 @@ class LoweringContext:
             scale_subnormal_logs(g)
         if self.float64_erf:
             expand_float64_erf(g)
-        return g
 
     def _empty_results(self, node: Node, trace: str | None) -> list[Any] | None:
         """Fresh zeros for a node whose every result has no elements, else None.
@@ -668,7 +675,10 @@ class LoweringContext:
         name = self.graph.name
         try:
             with metrics.timed("lower_import"):
-                importer.import_stateless_graph(g, func_name=name)
+                if loops.has_loops(g):
+                    importer.import_graph_module(loops.import_module(g), func_name=name)
+                else:
+                    importer.import_stateless_graph(g, func_name=name)
         except Exception as e:
             raise LoweringError(
                 f"torch-mlir could not import graph {name}: {type(e).__name__}: {e}",

@@ -34,6 +34,8 @@ from . import (
     gamma,
     gathers,
     linalg,
+    loops,
+    orthogonal_polynomials,
     quantized,
     ranges,
     special,
@@ -659,6 +661,9 @@ DECOMPOSED_OPS = (
     aten.polygamma.default,
     # Special functions (lowering/special.py): no torch-dialect op, each ran eagerly.
     *special.OPS,
+    # The orthogonal polynomials (lowering/orthogonal_polynomials.py): no torch-dialect op, each
+    # ran eagerly; their recurrences run ``n`` steps, a data-dependent ``while_loop``.
+    *orthogonal_polynomials.OPS,
     # Scatters and indexed writes through an empty index (lowering/empty_scatters.py: they
     # killed the process with SIGFPE or crashed iree-compile): a copy (_ONLY_WHEN).
     *empty_scatters.OPS,
@@ -708,7 +713,8 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten._unsafe_masked_index.default, aten.fl
                                       aten.softshrink_backward.default, aten.hardshrink_backward.default,
                                       aten.lerp.Scalar, aten.index_add.default, aten.addmv.default,
                                       aten.addr.default, aten.index_fill.int_Scalar, aten.scatter.value_reduce,
-                                      aten.scatter.value, aten.searchsorted.Scalar, aten.bucketize.Scalar})
+                                      aten.scatter.value, aten.searchsorted.Scalar, aten.bucketize.Scalar,
+                                      *(op for op in orthogonal_polynomials.OPS if op._overloadname != "default")})
 
 
 #: Scalar forms without a torch-dialect definition, lowered as their Tensor
@@ -2365,6 +2371,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.polygamma.default] = gamma.polygamma
     table[aten.mvlgamma.default] = gamma.mvlgamma
     table.update(special.OPS)
+    table.update(orthogonal_polynomials.OPS)
     table.update(linalg.OPS)
     table[aten._linalg_check_errors.default] = lambda info, api_name, *, is_matrix: ()
     table[aten.addcmul.default] = addc.addcmul
@@ -2626,8 +2633,11 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     before = set(g.nodes)
     result = g.graph_copy(traced.graph, val_map)
     for n in g.nodes:
-        if n not in before and stack_trace:
-            n.meta["stack_trace"] = stack_trace
+        if n not in before:
+            if stack_trace:
+                n.meta["stack_trace"] = stack_trace
+            if n.op == "get_attr":  # a loop's body or condition (lowering/loops.py)
+                n.target = loops.adopt(g, getattr(traced, n.target))
     results = list(result) if isinstance(result, list | tuple) else [result]
     if len(results) != len(node.metas):
         raise RuntimeError(f"decomposition of {node.name} returned {len(results)} values, expected {len(node.metas)}")

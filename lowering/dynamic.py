@@ -195,6 +195,8 @@ def observe(graph: Graph) -> Observation:
 
     try:
         for node in graph.nodes:
+            if node.op == "get_attr":  # a loop's body or condition (lowering/loops.py): sizes inside it too
+                raise _Unsupported("a subgraph")
             entry = (node.op, _target_name(node.target), arg(node.args), arg(node.kwargs))
             dims: list[int] = []
             val = node.meta.get("val") if node.op != "output" else None

@@ -25,6 +25,7 @@ from lazy_core.backend import CompileError
 from .barriers import ExpansionFailed
 from .config import IreeConfig
 from .fused_reductions import fused_reduction_races, isolate_reductions
+from .loops import loop_flags
 from .miscompiles import refusal
 from .region_results import misrouted_duplicates, outputs_behind_barriers, print_flags, read_printed
 from .sign_extensions import cloned_sign_extensions, isolate_sign_extensions
@@ -76,6 +77,7 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
 
     metrics.counter_add("iree_compile")
     flags = list(config.compile_flags)
+    flags += loop_flags(mlir, flags)
     backends = [config.target.target_backend]
     try:
         with metrics.timed(f"iree_compile:{config.target.target_backend}"):
