@@ -515,8 +515,10 @@ def _guard_division(b: _Bound, op: str, loc: Any) -> None:
     zero = _op(aten.eq.Scalar, (dv, 0), loc)
     _fold(_op(aten.any.default, (zero,), loc), site)
     if dtype.is_signed and _is_lazy(a) and not dv.meta.dtype == torch.uint8:
-        # INT_MIN / -1 overflows, and traps in hardware like a zero divisor.
-        low = torch.iinfo(a.dtype).min if a.dtype.is_signed and not a.dtype.is_floating_point else None
+        # INT_MIN / -1 overflows, and traps in hardware like a zero divisor. INT_MIN of the
+        # result's dtype: an int32 dividend of an int64 division never overflows (``int32_min //
+        # int64(-1)`` is 2147483648; masking the dividend's INT_MIN gave -2147483648).
+        low = torch.iinfo(dtype).min if a.dtype == dtype else None
         if low is not None:
             ov = _op(aten.logical_and.default, (_op(aten.eq.Scalar, (a._lz_value(), low), loc),
                                                 _op(aten.eq.Scalar, (dv, -1), loc)), loc)

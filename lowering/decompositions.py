@@ -2074,6 +2074,11 @@ def _floor_divide_integer(x: torch.Tensor, y: Any) -> torch.Tensor:
     dtype = _result_dtype(x, y)
     x = x.to(dtype)
     y = y.to(dtype) if isinstance(y, torch.Tensor) else torch.scalar_tensor(y, dtype=dtype)
+    if dtype.is_signed:
+        # INT_MIN // -1 traps in hardware (SIGFPE: the process died on reference and iree-cpu,
+        # for a divisor -1 known at trace time, which lazy_core.checks leaves alone); eager's
+        # quotient wraps to INT_MIN, which is INT_MIN // 1.
+        y = torch.where((x == torch.iinfo(dtype).min) & (y == -1), torch.ones_like(y), y)
     with decompose({}):
         q = aten.div.Tensor_mode(x, y, rounding_mode="trunc")
     r = x - q * y

@@ -3070,3 +3070,35 @@ def test_fuzz_seed_9613_new_full_of_a_bool_tensor_with_an_integer(name):
 
     for got, want in zip(program("lazy"), program("cpu")):
         assert torch.equal(got.cpu(), want), (got.cpu(), want)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_int_min_floor_divided_by_minus_one_wraps_as_eager(name):
+    """Adversarial sweep: ``x // -1`` with INT_MIN in ``x`` killed the process with SIGFPE on
+    reference (int32, int64) and iree-cpu (int64): a divisor known at trace time is not made
+    safe by lazy_core.checks, and the hardware division traps. The integer floor division now
+    divides INT_MIN by 1 where the divisor is -1 (lowering/decompositions.py
+    ``_floor_divide_integer``), eager's wrapped INT_MIN. And ``int32_min // int64(-1)`` gave
+    -2147483648 (eager: 2147483648): the checks masked the dividend's INT_MIN, not the result
+    dtype's."""
+    use_backend(name)
+    x64 = torch.tensor([-2**63, 5, -7])
+    x32 = torch.tensor([-2**31, 5, -7], dtype=torch.int32)
+    programs = [
+        lambda d: x64.to(d) // -1,
+        lambda d: torch.floor_divide(x32.to(d), -1),
+        lambda d: torch.div(x64.to(d), -1, rounding_mode="floor"),
+        lambda d: x32.to(d).clone().floor_divide_(-1),
+        lambda d: x32.to(d) // torch.tensor(-1, dtype=torch.int32),
+        lambda d: (-2**63) // torch.tensor([-1, 2], device=d),
+        lambda d: x32.to(d) // torch.tensor([-1, -1, -1]).to(d),
+        lambda d: torch.div(x32.to(d), torch.tensor([-1, -1, 2]).to(d), rounding_mode="floor"),
+        lambda d: x64.to(d) // torch.tensor([-1, -1, 2]).to(d),
+        lambda d: x64.to(d) % -1,
+    ]
+    got = [p("lazy") for p in programs]
+    lazy_core.mark_step()
+    for p, g in zip(programs, got):
+        want = p("cpu")
+        assert g.dtype == want.dtype
+        torch.testing.assert_close(g.cpu(), want, rtol=0, atol=0)
