@@ -370,9 +370,8 @@ DECOMPOSED_OPS = (
     # gave -1; fuzz seed 21): decomposed to comparisons (_ONLY_WHEN: not bool).
     aten.sign.default,
     aten.sgn.default,
-    # ``torch.roll(x, 1)`` without dims (a roll of the flattened tensor) failed to lower on every
-    # backend: torch-mlir pairs each shift with a dim. Flattened, rolled along 0, viewed back
-    # (_ONLY_WHEN: no dims).
+    # ``torch.roll``: torch-mlir's lowering took a shift of the dim's size or more as is (wrong
+    # values) and failed without dims. Slices and a cat per dim, shifts modulo the size (_roll).
     aten.roll.default,
     # ``nan_to_num`` of an integer or bool tensor (the identity, as eager) failed to lower on
     # every backend: torch-mlir legalizes only the floating form. A copy (_ONLY_WHEN: not floating).
@@ -1129,9 +1128,22 @@ def _sign(x: torch.Tensor) -> torch.Tensor:
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
 
 
-def _roll_flattened(x: torch.Tensor, shifts: list[int], dims: list[int] | None = None) -> torch.Tensor:
-    """``roll`` without dims: eager rolls the flattened tensor by its one shift."""
-    return torch.roll(x.reshape(-1), list(shifts), [0]).view(x.shape)
+def _roll(x: torch.Tensor, shifts: list[int], dims: list[int] | None = None) -> torch.Tensor:
+    """``roll`` as slices and a ``cat`` per dim, each shift reduced modulo the dim's size as
+    eager's kernel does: torch-mlir's lowering took a shift of the size or more as is
+    (``roll(arange(5), 7)`` was ``[0, 1, 2, 3, 4]``, eager ``[3, 4, 0, 1, 2]``; ``roll(x, -5)``
+    of 5 elements failed to compile on IREE; adversarial sweep). Without dims eager rolls the
+    flattened tensor by its one shift (torch-mlir pairs each shift with a dim: it failed to
+    lower)."""
+    shifts = list(shifts)
+    if not dims:
+        return _roll(x.reshape(-1), shifts, [0]).view(x.shape)
+    for shift, dim in zip(shifts, dims, strict=True):
+        size = x.shape[dim]
+        s = shift % size if size else 0
+        if s:
+            x = torch.cat([x.narrow(dim, size - s, s), x.narrow(dim, 0, size - s)], dim)
+    return x
 
 
 def _nan_to_num_of_integers(x: torch.Tensor, nan: float | None = None, posinf: float | None = None,
@@ -2179,6 +2191,14 @@ def canonical_args(node: Node, args: tuple) -> tuple:
         rank = len(node.args[0].meta.shape)
         if args[1] < 0 and rank:
             args = (args[0], args[1] % rank, *args[2:])
+    if node.op is aten.nan_to_num.default and node.metas and node.metas[0] is not None \
+            and node.metas[0].dtype.is_floating_point and not node.kwargs:
+        # The infinities' defaults are the result dtype's extremes: computed in float32 (a
+        # float16 op widened, bfloat16 emulated), the float32 ones rounded to inf in float16
+        # and bfloat16 (adversarial sweep). Spelled out from the logical dtype.
+        info = torch.finfo(node.metas[0].dtype)
+        full = (*args, *(None,) * (4 - len(args)))
+        args = (full[0], full[1], info.max if full[2] is None else full[2], info.min if full[3] is None else full[3])
     if node.op is aten.select_scatter.default and len(args) >= 4:
         base, dim, index = node.args[0], args[2], args[3]
         if isinstance(dim, int) and isinstance(index, int) and isinstance(base, Output):
@@ -2259,7 +2279,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.logaddexp2.default] = logaddexp2
     table[aten.sign.default] = table[aten.sgn.default] = _sign
     table[aten.nan_to_num.default] = _nan_to_num_of_integers
-    table[aten.roll.default] = _roll_flattened
+    table[aten.roll.default] = _roll
     table[aten.trunc.default] = _trunc
     table[aten.frac.default] = _frac
     table[aten.atan2.default] = _atan2
@@ -2484,7 +2504,6 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.polygamma.default: lambda node: isinstance(node.args[0], int) and node.args[0] >= 0,
     aten.sgn.default: _not_bool_input,
     aten.nan_to_num.default: lambda node: not _floating_input(node),
-    aten.roll.default: lambda node: not (node.args[2] if len(node.args) > 2 else node.kwargs.get("dims", [])),
     # Always, but listed so that the atan2 inside the decomposition stays whole.
     aten.atan2.default: lambda node: True,
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,

@@ -3102,3 +3102,35 @@ def test_int_min_floor_divided_by_minus_one_wraps_as_eager(name):
         want = p("cpu")
         assert g.dtype == want.dtype
         torch.testing.assert_close(g.cpu(), want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_roll_by_the_size_or_more_and_nan_to_num_of_half_floats(name):
+    """Adversarial sweep. ``torch.roll(arange(5), 7)`` gave ``[0, 1, 2, 3, 4]`` (eager ``[3, 4,
+    0, 1, 2]``) on reference and iree-cpu, and ``roll(x, -5)`` of 5 elements failed to compile
+    on IREE: torch-mlir's lowering took the shift as is. Now slices and a cat per dim, the shift
+    modulo the size (lowering/decompositions.py ``_roll``). ``nan_to_num`` of float16 and
+    bfloat16 gave ±inf for ±inf (eager: the dtype's extremes): the defaults were float32's,
+    computed in float32 and rounded; they are spelled out from the result dtype
+    (``canonical_args``)."""
+    use_backend(name)
+    a = torch.arange(24.0).view(2, 3, 4)
+    special = [float("inf"), -float("inf"), float("nan"), 1.0]
+    programs = [
+        lambda d: torch.roll(torch.arange(5).to(d), 7),
+        lambda d: torch.roll(torch.arange(5).to(d), -7),
+        lambda d: torch.roll(torch.arange(5).to(d), -5),
+        lambda d: torch.roll(torch.arange(5).to(d), 10**10 + 2),
+        lambda d: torch.roll(a.to(d), (1, -5), (1, 2)),
+        lambda d: torch.roll(a.to(d), 30),
+        lambda d: torch.nan_to_num(torch.tensor(special, dtype=torch.float16).to(d)),
+        lambda d: torch.nan_to_num(torch.tensor(special, dtype=torch.bfloat16).to(d)),
+        lambda d: torch.nan_to_num(torch.tensor(special, dtype=torch.float16).to(d), nan=2.0, posinf=1e10),
+        lambda d: torch.tensor(special).to(d).nan_to_num_(neginf=-3.0),
+    ]
+    got = [p("lazy") for p in programs]
+    lazy_core.mark_step()
+    for p, g in zip(programs, got):
+        want = p("cpu")
+        assert g.dtype == want.dtype
+        torch.testing.assert_close(g.cpu(), want, rtol=0, atol=0, equal_nan=True)
