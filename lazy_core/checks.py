@@ -426,6 +426,37 @@ def _guard_indices_list(b: _Bound, op: str, loc: Any) -> None:
         out.append(idx)
         dim += 1
     b.set("indices", type(indices)(out))
+    if "index_put" in op:
+        _check_mask_values(b, shape, indices, op, loc)
+
+
+def _check_mask_values(b: _Bound, shape: tuple[int, ...], indices: Any, op: str, loc: Any) -> None:
+    """``x[mask] = values``: ``values`` must broadcast to the ``[count, ...]`` the mask selects.
+    The count is data: eager raises at the call, lazy at the read (a device check). Compiled
+    backends wrote ``[7, 8]`` of ``[7, 8, 9]`` into two places and raised nothing (adversarial
+    sweep). One mask and no other index tensor; others keep their trace-time checks."""
+    values = b.get("values")
+    given = [(k, i) for k, i in enumerate(indices) if i is not None]
+    if len(given) != 1 or not isinstance(values, torch.Tensor) or values.dim() == 0:
+        return
+    k, mask = given[0]
+    meta = _value(mask).meta if (_is_lazy(mask) or isinstance(mask, Output)) else mask
+    if getattr(meta, "dtype", None) not in (torch.bool, torch.uint8):
+        return
+    rank = len(meta.shape)
+    result_rank = len(shape) - rank + 1  # the mask's dims become one: [..., count, ...]
+    j = k - (result_rank - values.dim())  # values align to the result from the right
+    if not 0 <= j < values.dim() or values.shape[j] == 1:
+        return
+    want = values.shape[j]
+    message = (f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to the "
+               f"indexing result (the mask selects other than {want} elements along that dim)")
+    if not (_is_lazy(mask) or isinstance(mask, Output)):
+        if int(mask.count_nonzero()) != want:
+            raise RuntimeError(message)
+        return
+    count = _op(aten.sum.default, (_value(mask),), loc)
+    _fold(_op(aten.ne.Scalar, (count, want), loc), _Site(RuntimeError, message, op, loc))
 
 
 def _indexed_sizes(shape: tuple[int, ...], indices: Any) -> list[int]:

@@ -3134,3 +3134,31 @@ def test_roll_by_the_size_or_more_and_nan_to_num_of_half_floats(name):
         want = p("cpu")
         assert g.dtype == want.dtype
         torch.testing.assert_close(g.cpu(), want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_mask_assignment_of_the_wrong_number_of_values_raises(name):
+    """Adversarial sweep: ``x[mask] = values`` with a mask selecting 2 elements and 3 values
+    wrote ``[7, 0, 8, 0]`` on reference and iree-cpu (eager: "shape mismatch: value tensor of
+    shape [3] cannot be broadcast to indexing result of shape [2]"). The count is data, so a
+    device-side check raises it at the read (lazy_core/checks.py ``_check_mask_values``)."""
+    use_backend(name)
+
+    def assign(dev: str, values: list, shape: tuple[int, ...] = (4,), prefix: bool = False) -> torch.Tensor:
+        x = torch.zeros(*shape, device=dev)
+        m = torch.tensor([True, False, True, False], device=dev)
+        v = torch.tensor(values, device=dev)
+        if prefix:
+            x[:, m] = v
+        else:
+            x[m] = v
+        return x
+
+    for args in (([7.0, 8.0],), ([7.0, 8.0, 9.0], (4, 3)), ([7.0, 8.0], (2, 4), True), ([5.0],)):
+        got = assign("lazy", *args).cpu()
+        torch.testing.assert_close(got, assign("cpu", *args))
+    for args in (([7.0, 8.0, 9.0],), ([[7.0], [8.0], [9.0]], (4, 3))):
+        with pytest.raises(RuntimeError, match="shape mismatch"):
+            assign("cpu", *args)
+        with pytest.raises(RuntimeError, match="shape mismatch"):
+            assign("lazy", *args).cpu()
