@@ -377,6 +377,8 @@ class LoweringContext:
         g = self._fx
         call_args = canonical_args(node, self._map(node.args))
         call_kwargs = {k: self._map(v) for k, v in node.kwargs.items() if not isinstance(v, torch.device)}
+        if node.op in _INDEX_LIST_OPS and len(call_args) > 1 and isinstance(node.args[1], list | tuple):
+            call_args = (call_args[0], self._int64_indices(node.args[1], call_args[1]), *call_args[2:])
         if self._float_selects and node.op in _CASTS_SCALAR_TO_SELF:
             call_args, call_kwargs = self._scalars_in_result_dtype(node, call_args, call_kwargs)
         if node.op is torch.ops.aten.new_full.default and node.metas and node.metas[0] is not None \
@@ -460,6 +462,8 @@ class LoweringContext:
         low = half_accumulation.low_precision(node, bool(self.emulate_bf16))
         if not low or not half_accumulation.is_elementwise(node):
             value, meta, constant = self._decomposition_operands(node, trace)
+            if node.op in _INDEX_LIST_OPS and len(node.args) > 1 and isinstance(node.args[1], list | tuple):
+                value, meta = self._int64_index_operands(node.args[1], value, meta)
             return inline_decomposition(self._fx, node, value, trace, meta=meta, constant=constant)
         result = node.metas[0].dtype
         numbers = node.op in half_accumulation.ROUNDS_NUMBERS
@@ -642,6 +646,38 @@ class LoweringContext:
 
         return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
 
+    def _int64_indices(self, indices: list | tuple, values: list | tuple) -> list:
+        """An indices list with int8/int16/int32 index tensors as int64: torch-mlir compares
+        them with int64 sizes, and ``x[int32_index]`` failed to lower on every compiled backend
+        ("'arith.cmpi' op requires all operands to have the same type"; adversarial sweep).
+        (uint8 and bool indices are masks.)"""
+        out = []
+        for o, v in zip(indices, values, strict=True):
+            if isinstance(o, Output) and o.meta.dtype in (torch.int8, torch.int16, torch.int32):
+                v = self._cast(v, self._meta(o), torch.int64)
+            out.append(v)
+        return out
+
+    def _int64_index_operands(self, indices: list | tuple, value: Callable[[Output], Any],
+                              meta: Callable[[Output], TensorMeta]) -> tuple[Callable[[Output], Any],
+                                                                             Callable[[Output], TensorMeta]]:
+        """``value``/``meta`` for a decomposition's operands with narrow integer index tensors
+        as int64 (see ``_int64_indices``)."""
+        narrow = {(id(o.node), o.index) for o in indices
+                  if isinstance(o, Output) and o.meta.dtype in (torch.int8, torch.int16, torch.int32)}
+        if not narrow:
+            return value, meta
+
+        def wide_value(o: Output) -> Any:
+            v = value(o)
+            return self._cast(v, meta(o), torch.int64) if (id(o.node), o.index) in narrow else v
+
+        def wide_meta(o: Output) -> TensorMeta:
+            m = meta(o)
+            return m._replace(dtype=torch.int64) if (id(o.node), o.index) in narrow else m
+
+        return wide_value, wide_meta
+
     def _cast(self, value: Any, meta: TensorMeta, dtype: torch.dtype) -> Any:
         """The FX tensor ``value`` (typed by ``meta``) converted to ``dtype``."""
         cast = self._fx.call_function(torch.ops.aten._to_copy.default, (value,), {"dtype": dtype})
@@ -695,6 +731,12 @@ class LoweringContext:
 
 
 _VIEW_DTYPE = torch.ops.aten.view.dtype
+#: Ops whose second argument is an indices list (``Tensor?[]``).
+_INDEX_LIST_OPS = frozenset({
+    torch.ops.aten.index.Tensor, torch.ops.aten.index_put.default, torch.ops.aten._index_put_impl.default,
+    torch.ops.aten._unsafe_index.Tensor, torch.ops.aten._unsafe_index_put.default,
+    torch.ops.aten._unsafe_masked_index.default, torch.ops.aten._unsafe_masked_index_put_accumulate.default,
+})
 
 
 def _views_bf16(node: Node) -> bool:
