@@ -34,9 +34,15 @@ aten = torch.ops.aten
 #: value for getConstantWithGivenDtypeAndValue", SIGABRT). Ops on them run
 #: eagerly instead. A backend lists what it cannot run in
 #: ``unsupported_dtypes`` (the ``eager`` backend: nothing).
+#: The unsigned integers wider than a byte and the float8 types too: torch-mlir's importer
+#: has no uint16/uint64 (the graph failed to import), and where a compiler took uint32 it
+#: computed ops eager has no kernel for (``uint32 + uint32`` raises NotImplementedError
+#: eagerly; adversarial sweep): run eagerly, each gives eager's value or eager's error.
 DEFAULT_UNSUPPORTED_DTYPES = frozenset({
     torch.complex32, torch.complex64, torch.complex128,
     torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4,
+    torch.uint16, torch.uint32, torch.uint64,
+    torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz,
 })
 
 _refused: tuple[Any, frozenset] = (None, frozenset())
