@@ -57,14 +57,15 @@ def input_type(form: str) -> str:
     return "tm_tensor" if form == "linalg" else "torch"
 
 
-def command_line(config: IreeConfig, source: str = "input.mlir", form: str = "raw") -> str:
-    """The iree-compile invocation equivalent to ``compile_vmfb`` (for repros)."""
+def command_line(config: IreeConfig, source: str = "input.mlir", form: str = "raw", mlir: str = "") -> str:
+    """The iree-compile invocation equivalent to ``compile_vmfb`` of ``mlir`` (for repros)."""
     args = [
         "iree-compile",
         source,
         f"--iree-input-type={input_type(form)}",
         f"--iree-hal-target-backends={config.target.target_backend}",
         *config.compile_flags,
+        *loop_flags(mlir, config.compile_flags),
         "-o",
         "out.vmfb",
     ]
@@ -301,7 +302,7 @@ def write_repro(mlir: str, config: IreeConfig, func_name: str, diagnostics: str 
     digest = hashlib.sha1((mlir + config.cache_key()).encode()).hexdigest()[:12]
     path = os.path.join(repro_dir(), f"{func_name}-iree-{config.target.target_backend}-{form}-{digest}.mlir")
     with open(path, "w") as f:
-        f.write(f"// Reproduce: {command_line(config, path, form)}\n")
+        f.write(f"// Reproduce: {command_line(config, path, form, mlir)}\n")
         for line in diagnostics.strip().splitlines():
             f.write(f"// {line}\n")
         f.write(mlir)
