@@ -393,14 +393,16 @@ def tensor_index(g: Generator) -> Line | None:
     d = g.dim(t, allow_bad=False)
     size = t.shape[d] if t.dim() else 1
     in_range = bool(((iv >= -size) & (iv < size)).all())
-    fn = g.rng.choice(["index_select", "getitem"])
+    fn = g.rng.choice(["index_select", "getitem", "getitem_int32"])
     if fn == "index_select":
         nonneg = bool((iv >= 0).all())
         ok = in_range and nonneg
         line = Line(f"{out} = torch.index_select({a}, {{0}}, {idx})", (d,), (out,), "index")
     else:
+        # int32 indices too: they failed to lower on every compiled backend (adversarial sweep).
         ok = in_range if t.dim() else False
-        line = Line(f"{out} = {a}[{idx}]", (), (out,), "index")
+        cast = ".int()" if fn == "getitem_int32" else ""
+        line = Line(f"{out} = {a}[{idx}{cast}]", (), (out,), "index")
     return line if ok else Line(line.template, line.consts, line.touched, "data_error")
 
 
@@ -475,6 +477,22 @@ def view(g: Generator) -> Line | None:
         choices.append((f"{out} = {a}.permute(2, 0, 1)", ()))
     template, consts = g.rng.choice(choices)
     return Line(template, consts, (out,), "view")
+
+
+@op("view")
+def roll(g: Generator) -> Line | None:
+    """``torch.roll`` by shifts up to twice the size either way, with or without dims: a shift
+    of the size or more rolled by the shift as is (adversarial sweep)."""
+    a = g.var()
+    if a is None:
+        return None
+    t, out = g.t(a), g.fresh()
+    if t.dim() == 0 or g.rng.random() < 0.3:
+        n = max(t.numel(), 1)
+        return Line(f"{out} = torch.roll({a}, {{0}})", (g.rng.randint(-2 * n, 2 * n),), (out,), "view")
+    d = g.dim(t, allow_bad=False)
+    n = max(t.shape[d], 1)
+    return Line(f"{out} = torch.roll({a}, {{0}}, {{1}})", (g.rng.randint(-2 * n, 2 * n), d), (out,), "view")
 
 
 _INPLACE = ["add_", "sub_", "mul_", "div_", "clamp_min_", "remainder_", "pow_"]
