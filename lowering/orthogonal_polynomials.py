@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch._higher_order_ops.while_loop import while_loop
+
+from .loops import WHILE_LOOP
 
 __all__ = ["OPS"]
 
@@ -70,7 +71,11 @@ def _recurrence(x: Tensor, n_last: Tensor, used: Tensor, q: Tensor, first: int, 
         return k + 1, last.clone(), x.clone(), torch.where(on, q, p), torch.where(on, r, q)
 
     k = torch.full((), first, dtype=torch.int64)
-    return while_loop(cond, body, (k, last.contiguous(), x.contiguous(), p.contiguous(), q.contiguous()))[4]
+    # The HOP itself, not ``torch._higher_order_ops.while_loop``: that entry point traces the
+    # functions through ``torch.compile``, whose automatic dynamic shapes lifted the sizes of a
+    # second trace at another shape into extra loop inputs (``(5, 5, 5, 5)``), which
+    # torch-mlir's importer passed to a loop region that takes none (an invalid module).
+    return WHILE_LOOP(cond, body, (k, last.contiguous(), x.contiguous(), p.contiguous(), q.contiguous()), ())[4]
 
 
 def _fms(a: Tensor, b: Tensor, c: Tensor) -> Tensor:

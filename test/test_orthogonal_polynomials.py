@@ -90,3 +90,15 @@ def test_half_precision_orthogonal_polynomials_raise_eagers_error(eager_backend:
             fn(x.to("lazy"), x.to("lazy"))
         with pytest.raises(NotImplementedError, match="BFloat16"):
             fn(x.bfloat16().to("lazy"), 2)
+
+
+def test_a_second_shape_traces_a_loop_with_no_extra_inputs(backend: lazy_core.BackendImpl) -> None:
+    """The OpInfo sweep: a polynomial of a 0-d ``x`` and then of a 5-element one gave an invalid
+    module ("region branch point has 9 operands, but region successor needs 5 inputs"):
+    ``torch._higher_order_ops.while_loop`` traces through ``torch.compile``, whose automatic
+    dynamic shapes lifted the second trace's sizes into extra loop inputs. The decomposition
+    calls the HOP itself."""
+    for x, n in ((torch.tensor(0.7), torch.tensor(3.0)), (torch.linspace(-3, 3, 5), torch.tensor(3.6)),
+                 (torch.linspace(-2, 2, 12).view(3, 4), torch.arange(4.0))):
+        got = torch.special.hermite_polynomial_h(x.to("lazy"), n.to("lazy")).cpu()
+        _check(got, torch.special.hermite_polynomial_h(x, n), f"shape {tuple(x.shape)}")
