@@ -27,7 +27,10 @@ def _search(seq: torch.Tensor, values: torch.Tensor, right: bool, out_int32: boo
     if n == 0:
         return start.to(dtype)
     end = torch.full(values.shape, n, dtype=torch.int64, device=values.device)
-    common = torch.promote_types(seq.dtype, values.dtype)
+    # Eager's common dtype, a 0-d ``values`` taking part as a number does: a 0-d int64 -1
+    # against uint8 boundaries is 255, bucket 4 (``promote_types`` compared -1, bucket 0;
+    # adversarial sweep).
+    common = torch.result_type(seq, values)
     seq, values = seq.to(common), values.to(common)
     for _ in range(n.bit_length()):  # floor(log2 n) + 1 rounds: every search has ended
         active = start < end

@@ -3190,3 +3190,33 @@ def test_int32_index_tensors_compile(name, checks, monkeypatch):
     lazy_core.mark_step()
     for p, g in zip(programs, got):
         torch.testing.assert_close(g.cpu(), p("cpu"), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_narrow_int_comparisons_and_searches_convert_numbers_as_eager(name):
+    """Adversarial sweep (caches): ``int32_t < 3_000_000_000`` (a scalar parameter shared by
+    one graph) was all True on reference and iree-cpu; eager converts the number to int32
+    first, wrapping it to -1294967296 (``uint8_t == -6`` compares with 250). The number is
+    converted as eager does (lowering/comparisons.py). And ``bucketize(tensor(-1),
+    uint8_boundaries)`` was 0 (eager 4: a 0-d value takes the boundaries' dtype, as a number
+    would; lowering/binary_search.py took ``promote_types``)."""
+    use_backend(name)
+    x = torch.tensor([-3, 0, 5, 100, -1294967296], dtype=torch.int32)
+    u = torch.tensor([0, 250, 6, 255], dtype=torch.uint8)
+    got, want = [], []
+    for s in (2, 3_000_000_000, 2**31, -6, 250):
+        for t in (x, u):
+            for op in ("lt", "ge", "eq"):
+                got.append(getattr(t.to("lazy"), op)(s))
+                want.append(getattr(t, op)(s))
+    b = torch.tensor([0, 1, 2, 250], dtype=torch.uint8)
+    b32 = torch.tensor([0, 1, 2, 250], dtype=torch.int32)
+    for v, bb in ((torch.tensor(-1), b), (torch.tensor([-1]), b), (torch.tensor(3_000_000_000), b32),
+                  (torch.tensor(-1.5), b)):
+        got.append(torch.bucketize(v.to("lazy"), bb.to("lazy")))
+        want.append(torch.bucketize(v, bb))
+        got.append(torch.searchsorted(bb.to("lazy"), v.to("lazy"), right=True))
+        want.append(torch.searchsorted(bb, v, right=True))
+    lazy_core.mark_step()
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert torch.equal(g.cpu(), w), (i, g.cpu(), w)
