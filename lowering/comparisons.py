@@ -117,6 +117,11 @@ def _promote_bool_operand(g: Graph, node: Node) -> bool:
     return True
 
 
+#: Integer dtypes whose comparisons with a number this pass converts the number for (8-bit
+#: ones are computed in int32 by lowering/small_ints.py, which converts their numbers first).
+_WRAPPED_HERE = (torch.int16, torch.int32)
+
+
 def rewrite_number_comparisons(g: Graph) -> int:
     """Rewrite every ``tensor <cmp> number`` (and bool against integer tensor) of ``g`` in
     place; returns how many changed."""
@@ -138,12 +143,12 @@ def rewrite_number_comparisons(g: Graph) -> int:
             kind = source.meta["val"].dtype
             sample = 0.5 if kind.is_floating_point else True if kind == torch.bool else 1
             dtype = torch.result_type(torch.empty((1,), dtype=self_dtype), sample)  # as a number, not a 0-d tensor
-            if not dtype.is_floating_point and (dtype == kind or dtype == torch.bool):
-                continue  # (an int64 tensor and an int, a bool one and a bool: exact either way)
-            # A narrower integer tensor and an int: eager converts the number to the tensor's
-            # dtype, wrapping (``int32 < 3_000_000_000`` compares with -1294967296, ``uint8 ==
-            # -6`` with 250); torch-mlir compared the extended tensor with the int64 number
-            # (adversarial sweep). The 0-d number is converted first, as the floats are.
+            if not dtype.is_floating_point and dtype not in _WRAPPED_HERE:
+                continue  # (int64 and bool: exact either way; 8-bit ints: lowering/small_ints.py)
+            # An int16/int32 tensor and an int: eager converts the number to the tensor's
+            # dtype, wrapping (``int32 < 3_000_000_000`` compares with -1294967296); torch-mlir
+            # compared the extended tensor with the int64 number (adversarial sweep). The 0-d
+            # number is converted first, as the floats are.
             operands = []
             for x in (tensor, source):
                 val = x.meta["val"]
@@ -158,9 +163,9 @@ def rewrite_number_comparisons(g: Graph) -> int:
         if self_dtype is None or not _is_number(number) or self_dtype.is_complex:
             continue
         if self_dtype != torch.bool and not self_dtype.is_floating_point and type(number) is int:
-            # A number outside the tensor's dtype compares as eager wraps it (see above).
+            # A number outside an int16/int32 tensor's dtype compares as eager wraps it (above).
             wrapped = torch.tensor(number, dtype=torch.int64).to(self_dtype).item() \
-                if -2**63 <= number < 2**63 else number
+                if self_dtype in _WRAPPED_HERE and -2**63 <= number < 2**63 else number
             if wrapped != number:
                 node.args = (tensor, wrapped)
                 changed += 1
