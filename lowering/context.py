@@ -653,7 +653,7 @@ class LoweringContext:
         (uint8 and bool indices are masks.)"""
         out = []
         for o, v in zip(indices, values, strict=True):
-            if isinstance(o, Output) and o.meta.dtype in (torch.int8, torch.int16, torch.int32):
+            if isinstance(o, Output) and o.meta.dtype in _NARROW_INDEX_DTYPES:
                 v = self._cast(v, self._meta(o), torch.int64)
             out.append(v)
         return out
@@ -664,7 +664,7 @@ class LoweringContext:
         """``value``/``meta`` for a decomposition's operands with narrow integer index tensors
         as int64 (see ``_int64_indices``)."""
         narrow = {(id(o.node), o.index) for o in indices
-                  if isinstance(o, Output) and o.meta.dtype in (torch.int8, torch.int16, torch.int32)}
+                  if isinstance(o, Output) and o.meta.dtype in _NARROW_INDEX_DTYPES}
         if not narrow:
             return value, meta
 
@@ -731,6 +731,8 @@ class LoweringContext:
 
 
 _VIEW_DTYPE = torch.ops.aten.view.dtype
+#: Index tensor dtypes the lowering casts to int64 (uint8 and bool indices are masks).
+_NARROW_INDEX_DTYPES = (torch.int8, torch.int16, torch.int32)
 #: Ops whose second argument is an indices list (``Tensor?[]``).
 _INDEX_LIST_OPS = frozenset({
     torch.ops.aten.index.Tensor, torch.ops.aten.index_put.default, torch.ops.aten._index_put_impl.default,
