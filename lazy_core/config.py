@@ -144,6 +144,12 @@ VARIABLES: dict[str, Variable] = {
         Variable("LAZY_IREE_DEVICE", "str", "", "The IREE device to open (a URI or an index)."),
         Variable("LAZY_IREE_INPUT", "str", "", "Comma-separated IREE input forms to try, in order."),
         Variable("LAZY_IREE_FLAGS", "str", "", "Extra iree-compile flags (shell-quoted) for every IREE target."),
+        Variable("LAZY_IREE_COMPILE_TIMEOUT", "int", 600,
+                 "Seconds one iree-compile may run before it is stopped and its graph runs eagerly "
+                 "(raises under LAZY_STRICT; 0: no limit).", minimum=0),
+        Variable("LAZY_IREE_COMPILE_MEMORY", "int", 0,
+                 "MiB of memory one iree-compile may hold before it is stopped (0: half the machine's, "
+                 "at least 4096).", minimum=0),
         Variable("LAZY_IREE_VULKAN_SIGNAL_LAYER", "bool", True,
                  "Load lazy-mlir's Vulkan layer that keeps IREE's host semaphore signals in order "
                  "and declares IEEE floats in its shaders (off: IREE's wake-up race can lose the "

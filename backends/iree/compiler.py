@@ -22,6 +22,7 @@ from lazy_core import config as lazy_config
 from lazy_core import metrics
 from lazy_core.backend import CompileError
 
+from . import bounded_compile
 from .barriers import ExpansionFailed
 from .config import IreeConfig
 from .fused_reductions import fused_reduction_races, isolate_reductions
@@ -84,7 +85,7 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
         with metrics.timed(f"iree_compile:{config.target.target_backend}"):
             spirv = config.target.target_backend == "vulkan-spirv"
             wanted = ("flow", "global-optimization") + (("executable-configurations",) if spirv else ())
-            vmfb, phases = _compile_with_phases(ic, mlir, input_type(form), backends, flags, wanted)
+            vmfb, phases = _compile_with_phases(mlir, input_type(form), backends, flags, wanted)
             before_dispatch = phases.get("global-optimization", "")
             races, extensions = _spirv_hazards(phases) if spirv else ([], [])
             strided = fused_strided_slices(phases.get("flow", ""))
@@ -109,7 +110,7 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                         metrics.counter_add(counter)
                 if isolated is not source:
                     vmfb, phases = _compile_with_phases(
-                        ic, isolated, input_type(form), backends, flags + ["--compile-from=global-optimization"],
+                        isolated, input_type(form), backends, flags + ["--compile-from=global-optimization"],
                         wanted)
                     before_dispatch = isolated
                     races, extensions = _spirv_hazards(phases) if spirv else ([], [])
@@ -120,7 +121,7 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                 # Compile again from before dispatch formation, each output behind a barrier.
                 metrics.counter_add("iree_outputs_kept_apart")
                 vmfb, phases = _compile_with_phases(
-                    ic, kept_apart, input_type(form), backends, flags + ["--compile-from=global-optimization"],
+                    kept_apart, input_type(form), backends, flags + ["--compile-from=global-optimization"],
                     wanted)
                 races, extensions = _spirv_hazards(phases) if spirv else ([], [])
                 strided = fused_strided_slices(phases.get("flow", ""))
@@ -152,6 +153,10 @@ def compile_vmfb(mlir: str, config: IreeConfig, func_name: str, form: str = "raw
                 metrics.counter_add(counter)
                 raise IreeCompileError.refused(why, evidence, mlir, config, func_name, form)
             return vmfb
+    except bounded_compile.CompileRanAway as e:
+        metrics.counter_add("iree_compile_ran_away")
+        raise IreeCompileError.refused(f"{e}; an upstream compiler loop, the graph is not compiled", "",
+                                       mlir, config, func_name, form) from None
     except ic.CompilerToolError as e:
         if _needs_system_linking(str(e), config):
             return _compile_system_linked(mlir, config, func_name, form)
@@ -186,7 +191,7 @@ def _spirv_hazards(phases: dict[str, str]) -> tuple[list[str], list[str]]:
     return fused_reduction_races(configured), cloned_sign_extensions(configured)
 
 
-def _compile_with_phases(ic, mlir: str, kind: str, backends: list[str],  # noqa: ANN001 - iree.compiler
+def _compile_with_phases(mlir: str, kind: str, backends: list[str],
                          flags: list[str], wanted: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
     """The vmfb and, by phase name, the IR iree-compile wrote after the ``wanted`` phases, and
     under ``_REGIONS`` the IR after dispatch regions take their producers (region_results.py).
@@ -196,8 +201,8 @@ def _compile_with_phases(ic, mlir: str, kind: str, backends: list[str],  # noqa:
     (Two processes split at --compile-to=flow cost a second tool start per graph.)"""
     with tempfile.TemporaryDirectory(prefix="lazy-iree-phases-") as tmp:
         tree = os.path.join(tmp, "regions")
-        vmfb = ic.compile_str(mlir, input_type=kind, target_backends=backends,
-                              extra_args=flags + [f"--dump-compilation-phases-to={tmp}", *print_flags(tree)])
+        vmfb = bounded_compile.compile_str(mlir, input_type=kind, target_backends=backends,
+                                           extra_args=flags + [f"--dump-compilation-phases-to={tmp}", *print_flags(tree)])
         phases = {_REGIONS: read_printed(tree)}
         for name in os.listdir(tmp):  # <source>.<n>.<phase>.mlir
             parts = name.split(".")

@@ -1,0 +1,89 @@
+"""``iree-compile`` with a time and a memory bound, so an upstream compiler loop cannot hang the user.
+
+``iree.compiler.compile_str`` runs the compiler and waits for it, however long it runs. IREE
+3.13 has passes that never return on some inputs (``reshaped_slices.py``; the softmax
+decomposition in ``barriers.py``), and one of them grew its memory by about 100 MB a second:
+left alone it takes the machine down with the training loop that asked for the graph. Here the
+same command line (``build_compile_command_line``, so flags mean what they mean there) runs in a
+child process that is stopped when it runs past ``LAZY_IREE_COMPILE_TIMEOUT`` seconds or its
+resident memory passes ``LAZY_IREE_COMPILE_MEMORY`` MiB; the caller turns that into a
+``CompileError`` (the graph then runs eagerly, or raises under ``LAZY_STRICT``). The memory is
+sampled from ``/proc`` twice a second; where there is no ``/proc``, only the time is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from lazy_core import config as lazy_config
+
+#: How often the child's time and memory are looked at, in seconds.
+_POLL = 0.5
+
+
+class CompileRanAway(RuntimeError):
+    """iree-compile passed its time or memory bound and was stopped."""
+
+
+def memory_bound_mib() -> int:
+    """``LAZY_IREE_COMPILE_MEMORY``, or half the machine's memory (at least 4 GiB) when unset."""
+    configured = int(lazy_config.get("LAZY_IREE_COMPILE_MEMORY"))
+    if configured:
+        return configured
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    except (ValueError, OSError, AttributeError):
+        return 8192
+    return max(4096, total // 2)
+
+
+def compile_str(mlir: str, *, input_type: str, target_backends: list[str], extra_args: list[str]) -> bytes:
+    """The vmfb ``iree-compile`` makes of ``mlir``; raises ``CompilerToolError`` as
+    ``iree.compiler.compile_str`` does, or ``CompileRanAway`` past a bound."""
+    from iree.compiler.tools.binaries import CompilerToolError
+    from iree.compiler.tools.core import CompilerOptions, build_compile_command_line
+    from iree.compiler.tools.debugging import TempFileSaver
+
+    options = CompilerOptions(input_type=input_type, target_backends=target_backends, extra_args=extra_args)
+    with TempFileSaver.implicit() as tfs:
+        command = build_compile_command_line("-", tfs, options)
+    seconds = int(lazy_config.get("LAZY_IREE_COMPILE_TIMEOUT"))
+    limit_mib = memory_bound_mib()
+    start = time.monotonic()
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    payload: bytes | None = mlir.encode("utf-8")
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(payload, timeout=_POLL)
+                break
+            except subprocess.TimeoutExpired:
+                payload = None  # communicate keeps writing what it was given first
+            elapsed = time.monotonic() - start
+            if seconds and elapsed > seconds:
+                raise CompileRanAway(f"iree-compile ran past {seconds} s (LAZY_IREE_COMPILE_TIMEOUT)")
+            rss = _resident_mib(proc.pid)
+            if rss is not None and rss > limit_mib:
+                raise CompileRanAway(f"iree-compile grew past {limit_mib} MiB of memory in {elapsed:.0f} s "
+                                     "(LAZY_IREE_COMPILE_MEMORY)")
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    if proc.returncode != 0:
+        raise CompilerToolError(subprocess.CompletedProcess(command, proc.returncode, out, err))
+    return out
+
+
+def _resident_mib(pid: int) -> int | None:
+    """The resident memory of process ``pid`` in MiB, or None where ``/proc`` cannot tell."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
