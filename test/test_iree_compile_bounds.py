@@ -30,12 +30,12 @@ _PROGRAMS = {
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("program", list(_PROGRAMS))
-@pytest.mark.parametrize("source", ["bool", "uint8", "int16", "float32_to_float64"])
+@pytest.mark.parametrize("source", ["bool", "uint8", "float32_to_float64"])
 def test_slice_through_a_reshape_of_a_fused_value_compiles(backend: lazy_core.BackendImpl, program: str,
                                                             source: str) -> None:
     torch.manual_seed(0)
     base = {"bool": torch.rand(2, 3) > 0.5, "uint8": torch.randint(1, 9, (2, 3), dtype=torch.uint8),
-            "int16": torch.randint(1, 9, (2, 3), dtype=torch.int16), "float32_to_float64": torch.rand(2, 3) + 0.5}[source]
+            "float32_to_float64": torch.rand(2, 3) + 0.5}[source]
 
     def run(x: torch.Tensor) -> torch.Tensor:
         m = x.double() if source == "float32_to_float64" else x.float()
