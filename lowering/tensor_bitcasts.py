@@ -15,8 +15,16 @@ whose body is the scalar ``arith.bitcast`` is both. So on the
 backend-contract torch form, before the linalg pipeline, each same-width
 ``view.dtype`` becomes ``torch_c.to_builtin_tensor``, that generic, and
 ``torch_c.from_builtin_tensor``; the pipeline's finalizing type conversion
-folds the ``torch_c`` casts away. A view to a dtype of another width changes
-the shape, and stays as it is.
+folds the ``torch_c`` casts away.
+
+A view to a dtype of another width changes the last dim (``float32`` as
+``int16`` doubles it), and ran eagerly on the reference backend. It becomes
+integer arithmetic on the bits, little-endian as the CPU lays them out
+(``_split_bits``, ``_join_bits``): to a narrower type, each element's bits
+shifted right by ``j * width`` and truncated make its ``j``-th part along a new
+last dim, which is then merged with the one before; to a wider type, the parts
+along the split last dim are zero-extended, shifted left and or-ed. Floats go
+through the integer of their width first. Only static shapes are rewritten.
 
 IREE 3.13 has a lowering, but its ``torch-iree-bitcast-tensor`` pass crashes
 (signal 11) on a rank-0 ``view.dtype``: ``torch.signbit(x[1])``,
@@ -28,6 +36,7 @@ reinterprets a 0-d tensor through shape [1].
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -86,6 +95,107 @@ def _elementwise_bitcast(ir: Any, x: Any, result_type: Any) -> Any:
     return generic.result
 
 
+def _with_element(ir: Any, shape: list[int], element: Any) -> Any:
+    return ir.RankedTensorType.get(shape, element)
+
+
+def _as_integers(ir: Any, x: Any, width: int) -> Any:
+    """``x`` with its elements' bits as signless integers of ``width`` (itself if it is one)."""
+    shaped = ir.RankedTensorType(x.type)
+    integer = ir.IntegerType.get_signless(width)
+    if shaped.element_type == integer:
+        return x
+    return _elementwise_bitcast(ir, x, _with_element(ir, list(shaped.shape), integer))
+
+
+def _from_integers(ir: Any, x: Any, result_type: Any) -> Any:
+    """The integer tensor ``x`` with its bits as ``result_type``'s elements."""
+    if ir.RankedTensorType(x.type).element_type == ir.RankedTensorType(result_type).element_type:
+        return x
+    return _elementwise_bitcast(ir, x, result_type)
+
+
+def _generic(ir: Any, inputs: list[Any], maps: list[str], iterators: list[str], init: Any,
+             body: Callable[[Any, list[Any]], Any]) -> Any:
+    """One ``linalg.generic`` writing into ``init``; ``body(block, arguments)`` returns the yielded value."""
+    result_type = init.type
+    generic = ir.Operation.create(
+        "linalg.generic", results=[result_type], operands=[*inputs, init], regions=1,
+        attributes={
+            "indexing_maps": ir.Attribute.parse("[" + ", ".join(maps) + "]"),
+            "iterator_types": ir.Attribute.parse(
+                "[" + ", ".join(f"#linalg.iterator_type<{t}>" for t in iterators) + "]"),
+            "operandSegmentSizes": ir.Attribute.parse(f"array<i32: {len(inputs)}, 1>"),
+        })
+    elements = [ir.RankedTensorType(v.type).element_type for v in (*inputs, init)]
+    block = generic.regions[0].blocks.append(*elements)
+    with ir.InsertionPoint(block):
+        ir.Operation.create("linalg.yield", operands=[body(block, list(block.arguments))])
+    return generic.result
+
+
+def _arith(ir: Any, name: str, result: Any, *operands: Any) -> Any:
+    return ir.Operation.create(f"arith.{name}", results=[result], operands=list(operands)).result
+
+
+def _shift_of_part(ir: Any, dim: int, width: int, wide: Any) -> Any:
+    """In a generic's body: ``linalg.index(dim) * width`` as an integer of type ``wide``."""
+    index = ir.Operation.create("linalg.index", results=[ir.IndexType.get()],
+                                attributes={"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)}).result
+    part = _arith(ir, "index_cast", wide, index)
+    step = ir.Operation.create("arith.constant", results=[wide],
+                               attributes={"value": ir.IntegerAttr.get(wide, width)}).result
+    return _arith(ir, "muli", wide, part, step)
+
+
+def _bitcast_across_widths(ir: Any, x: Any, width: int, result_type: Any, result_width: int) -> Any:
+    """``x`` reinterpreted as ``result_type``, whose elements are narrower or wider (static shapes)."""
+    shape = list(ir.RankedTensorType(x.type).shape)
+    out_shape = list(ir.RankedTensorType(result_type).shape)
+    rank = len(shape)
+    bits = _as_integers(ir, x, width)
+    narrow = ir.IntegerType.get_signless(min(width, result_width))
+    wide = ir.IntegerType.get_signless(max(width, result_width))
+    ratio = max(width, result_width) // min(width, result_width)
+    dims = [f"d{i}" for i in range(rank + 1)]
+    split = f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>"
+    whole = f"affine_map<({', '.join(dims)}) -> ({', '.join(dims[:rank])})>"
+    groups = ir.Attribute.parse("[" + ", ".join([f"[{i}]" for i in range(rank - 1)] + [f"[{rank - 1}, {rank}]"]) + "]")
+    if result_width < width:  # _split_bits: part j of each element along a new last dim
+        parts_type = _with_element(ir, [*shape, ratio], narrow)
+        empty = ir.Operation.create("tensor.empty", results=[parts_type]).result
+
+        def part(block: Any, args: list[Any]) -> Any:
+            shifted = _arith(ir, "shrui", wide, args[0], _shift_of_part(ir, rank, min(width, result_width), wide))
+            return _arith(ir, "trunci", narrow, shifted)
+
+        parts = _generic(ir, [bits], [whole, split], ["parallel"] * (rank + 1), empty, part)
+        merged = ir.Operation.create("tensor.collapse_shape", results=[_with_element(ir, out_shape, narrow)],
+                                     operands=[parts], attributes={"reassociation": groups}).result
+        return _from_integers(ir, merged, result_type)
+    # _join_bits: the parts along the split last dim, or-ed into one wide element each
+    parts = ir.Operation.create("tensor.expand_shape", results=[_with_element(ir, [*out_shape, ratio], narrow)],
+                                operands=[bits], attributes={
+                                    "reassociation": groups,
+                                    "static_output_shape": ir.Attribute.parse(
+                                        f"array<i64: {', '.join(str(d) for d in [*out_shape, ratio])}>")}).result
+    zero = ir.Operation.create("arith.constant", results=[wide], attributes={"value": ir.IntegerAttr.get(wide, 0)}).result
+    empty = ir.Operation.create("tensor.empty", results=[_with_element(ir, out_shape, wide)]).result
+    zeros = ir.Operation.create("linalg.fill", results=[empty.type], operands=[zero, empty], regions=1,
+                                attributes={"operandSegmentSizes": ir.Attribute.parse("array<i32: 1, 1>")})
+    fill_block = zeros.regions[0].blocks.append(wide, wide)
+    with ir.InsertionPoint(fill_block):
+        ir.Operation.create("linalg.yield", operands=[fill_block.arguments[0]])
+
+    def join(block: Any, args: list[Any]) -> Any:
+        extended = _arith(ir, "extui", wide, args[0])
+        shifted = _arith(ir, "shli", wide, extended, _shift_of_part(ir, rank, min(width, result_width), wide))
+        return _arith(ir, "ori", wide, args[1], shifted)
+
+    joined = _generic(ir, [parts], [split, whole], ["parallel"] * rank + ["reduction"], zeros.result, join)
+    return _from_integers(ir, joined, result_type)
+
+
 def _load_dialects(context: Any, pipeline: str) -> None:
     """Load ``pipeline``'s dialects (``torch_c`` among them) into ``context``.
 
@@ -125,12 +235,15 @@ def view_dtype_as_linalg(module: Any, pipeline: str) -> int:
             source, result = op.operands[0], op.results[0]
             src = _builtin(str(source.type))
             dst = _builtin(str(result.type))
-            if src is None or dst is None or src[1] != dst[1]:
+            if src is None or dst is None or (src[1] != dst[1] and "?" in src[0] + dst[0]):
                 continue
             with ir.InsertionPoint(op), op.location:
                 builtin = ir.Operation.create("torch_c.to_builtin_tensor", results=[ir.Type.parse(src[0])],
                                               operands=[source]).result
-                cast = _elementwise_bitcast(ir, builtin, ir.Type.parse(dst[0]))
+                if src[1] == dst[1]:
+                    cast = _elementwise_bitcast(ir, builtin, ir.Type.parse(dst[0]))
+                else:
+                    cast = _bitcast_across_widths(ir, builtin, src[1], ir.Type.parse(dst[0]), dst[1])
                 back = ir.Operation.create("torch_c.from_builtin_tensor", results=[result.type],
                                            operands=[cast]).result
             result.replace_all_uses_with(back)
