@@ -56,6 +56,25 @@ def fast_torch_backend_pipeline(keep_whole: tuple[str, ...] = ()) -> str:
 
 
 TORCH_BACKEND_FAST = fast_torch_backend_pipeline()
+
+#: The full route's ``convolution_backward`` decomposition takes only 2-d convolutions: a 1-d or
+#: 3-d one stayed, "marked as backend illegal", and a graph that needed the full route (a
+#: cross-entropy loss, whose decomposition needs its shape refinement) failed whole: every
+#: Whisper training step (Conv1d front end) ran op by op. Kept whole instead, it is lowered by
+#: torch-mlir's own conversion, as on the fast route, where it stays whole anyway.
+_CONV_BACKWARD_TYPE = re.compile(r"torch\.aten\.convolution_backward [^:]*: !torch\.vtensor<\[([^\]]*)\]")
+TORCH_BACKEND_KEEPING_CONV_BACKWARD = (
+    "builtin.module(func.func(torch-match-quantized-custom-ops), "
+    "torch-function-to-torch-backend-pipeline{backend-legal-ops=aten.convolution_backward})"
+)
+
+
+def full_torch_backend_pipeline(source: str) -> str:
+    """The full route for the imported ``source``: ``TORCH_BACKEND``, keeping
+    ``convolution_backward`` whole where one is not 2-d."""
+    if any(len(m.group(1).split(",")) != 4 for m in _CONV_BACKWARD_TYPE.finditer(source)):
+        return TORCH_BACKEND_KEEPING_CONV_BACKWARD
+    return TORCH_BACKEND
 _BACKEND_PIPELINES = {
     "linalg-on-tensors": "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)",
     "tosa": "builtin.module(torch-backend-to-tosa-backend-pipeline)",
@@ -245,7 +264,8 @@ def to_torch_backend(computation: Computation, fast: bool = True,
             return replace(computation, module=module, form="torch", full_route=False)
         except MLIRError:
             metrics.counter_add("lowering_full_torch_pipeline")
-    return replace(run_pipeline(computation, TORCH_BACKEND, "torch"), full_route=True)
+    pipeline = full_torch_backend_pipeline(computation.mlir)
+    return replace(run_pipeline(computation, pipeline, "torch"), full_route=True)
 
 
 def _full_route_may_help(torch_form: Computation) -> bool:
