@@ -146,7 +146,10 @@ def _eligible(x: Any) -> bool:
 def _cast(x: Any, dtype: torch.dtype, s: _State) -> Any:
     if not _eligible(x) or x.dtype == dtype:
         return x
-    cacheable = s.cache_enabled and x.is_leaf and x.requires_grad
+    # Not under no_grad: such a cast has no grad_fn, and a later use with grad on took it from the
+    # cache, so the weight got no gradient (a teacher/EMA pass sharing a weight; eager's cache
+    # keeps it out too).
+    cacheable = s.cache_enabled and x.is_leaf and x.requires_grad and torch.is_grad_enabled()
     if cacheable:
         hit = s.cache.get(id(x))
         if hit is not None and hit[0] is x and hit[1].dtype == dtype:

@@ -109,7 +109,12 @@ class GradScaler:
                     raise ValueError("Attempting to unscale FP16 gradients.")
                 # Not ~isfinite(g): the compiled backends lower isfinite(nan) to True (see docs/amp.md).
                 flags.append((torch.isinf(p.grad) | torch.isnan(p.grad)).any())
-                p.grad.mul_(inv.to(p.grad.dtype))
+                if p.grad.dtype == torch.bfloat16:
+                    # As ATen's unscale kernel: float(g) times the float32 inverse, rounded once (the
+                    # inverse rounded to bf16 first put a third of the gradients one ulp off).
+                    p.grad.copy_(p.grad.float() * inv)
+                else:
+                    p.grad.mul_(inv.to(p.grad.dtype))
         st["found_inf"] = (torch.stack(flags).any() if flags
                            else torch.zeros((), dtype=torch.bool, device=lazy_device()))
         st["stage"] = _UNSCALED
