@@ -182,6 +182,20 @@ def _mlp() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
 
 
+class _WithUnused(torch.nn.Module):
+    """``_mlp`` beside a layer the forward never uses (DDP's ``find_unused_parameters``: its
+    reducer zero-fills the unused slots of a bucket, which IREE 3.13 failed to compile:
+    ``backends/iree/chained_fills.py``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = _mlp()
+        self.unused = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
 def _batches(steps: int, global_batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(1)
     return [(torch.randn(global_batch, 8, generator=g), torch.randn(global_batch, 4, generator=g))
@@ -191,7 +205,7 @@ def _batches(steps: int, global_batch: int) -> list[tuple[torch.Tensor, torch.Te
 #: DDP configurations trained per backend: every one on iree-cpu; on reference (whose JIT
 #: compiles every graph anew in each process) the default and the one with most graphs.
 VARIANTS = {
-    "iree-cpu": ["default", "bucket_view", "small_buckets", "no_sync"],
+    "iree-cpu": ["default", "bucket_view", "small_buckets", "no_sync", "unused_parameter"],
     "reference": ["default", "small_buckets"],
 }
 
@@ -213,8 +227,10 @@ def train_ddp(rank: int, out: str, backends: list[str], steps: int, global_batch
         for variant in variants:
             del graphs[:]
             lazy_core.metrics.reset()
-            model = _mlp().to("lazy")
+            model = (_WithUnused() if variant == "unused_parameter" else _mlp()).to("lazy")
             kwargs: dict[str, Any] = {}
+            if variant == "unused_parameter":
+                kwargs["find_unused_parameters"] = True
             if variant == "bucket_view":
                 kwargs["gradient_as_bucket_view"] = True
             if variant == "small_buckets":
@@ -238,7 +254,8 @@ def train_ddp(rank: int, out: str, backends: list[str], steps: int, global_batch
                 opt.step()
                 lazy_core.mark_step()
             key = f"{backend}/{variant}"
-            res[key] = {k: v.cpu() for k, v in model.state_dict().items()}
+            trained = model.net if variant == "unused_parameter" else model
+            res[key] = {k: v.cpu() for k, v in trained.state_dict().items()}
             res.setdefault("seconds", {})[key] = time.monotonic() - started
             started = time.monotonic()
             res["graphs"][key] = list(graphs)

@@ -72,6 +72,7 @@ from . import (
     transfer,
 )
 from .aliasing import written_arguments
+from .chained_fills import separate_chained_fills
 from .compiler import IreeCompileError, compile_vmfb, compiler_version
 from .config import TARGETS, IreeConfig, TargetSpec, make_config
 from .donation import donate_arguments, key_suffix, normalize, results_in_order
@@ -263,6 +264,7 @@ class IreeBackend(MlirBackend):
         text = separate_sorts(text, keep_rank=self.config.target.target_backend == "vulkan-spirv")
         text = materialize_self_updates(text)
         text = separate_reshaped_slices(text)  # IREE 3.13 loops forever on some (reshaped_slices.py)
+        text = separate_chained_fills(text)  # IREE 3.13 misplaces merged slice fills (chained_fills.py)
         if self.config.hides_zero_literals:
             text = hide_zero_literals(text)
         return text
