@@ -107,3 +107,17 @@ def test_the_memory_bound_defaults_to_half_the_machine(monkeypatch: pytest.Monke
     assert bounded_compile.memory_bound_mib() >= 4096
     monkeypatch.setenv("LAZY_IREE_COMPILE_MEMORY", "1234")
     assert bounded_compile.memory_bound_mib() == 1234
+
+
+def test_a_slice_a_scatter_writes_into_gets_no_barrier() -> None:
+    """A scatter may write into its destination's buffer in place: behind a barrier that is the
+    sliced value's own buffer, so a slice written into (through more views too) is left alone."""
+    written = _LOOPING.replace(
+        "    %int1 = torch.constant.int 1\n    %4 = torch.aten.sub.Tensor %2, %3, %int1",
+        "    %int1 = torch.constant.int 1\n"
+        "    %u = torch.aten.unsqueeze %3, %int0 : !torch.vtensor<[],f32>, !torch.int -> !torch.vtensor<[1],f32>\n"
+        "    %z = torch.aten.slice_scatter %u, %u, %int0, %int0, %int1, %int1 : !torch.vtensor<[1],f32>, "
+        "!torch.vtensor<[1],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[1],f32>\n"
+        "    %4 = torch.aten.sub.Tensor %2, %3, %int1")
+    assert "slice_scatter" in written
+    assert "optimization_barrier" not in separate_reshaped_slices(written)

@@ -20,9 +20,8 @@ producer is computed by a dispatch of its own and the slice reads its result fro
 reads a graph argument (those compile). The slice gets a copy of its view chain on top of the barrier; the other readers of the
 value and of its views keep the producer fused.
 ``backend.IreeBackend.source_text`` applies it after ``materialize_self_updates``, whose view
-chains must still see through to their roots; a slice that a scatter writes into is left alone
-(a scatter into a view gets a copy of its own there, and a barrier's buffer must not be
-written in place). ``compiler.compile_vmfb``'s time and memory bounds stop what this misses.
+chains must still see through to their roots; a slice that a scatter writes into, directly or
+through more views, is left alone (a barrier's buffer must not be written in place). ``compiler.compile_vmfb``'s time and memory bounds stop what this misses.
 """
 
 from __future__ import annotations
@@ -74,6 +73,16 @@ def _reshapes(view: Any) -> bool:
 
 
 def _written_in_place(op: Any) -> bool:
-    """Whether a scatter or an update takes ``op``'s result as the tensor it writes into."""
-    return any(u.operand_number == 0 and (_SCATTERS.match(u.owner.name) or u.owner.name in _UPDATES)
-               for u in op.results[0].uses)
+    """Whether a scatter or an update takes ``op``'s result, or a view of it, as the tensor it
+    writes into (IREE may write into that buffer in place: behind the barrier, the value's own)."""
+    pending, seen = [op], set()
+    while pending:
+        current = pending.pop()
+        for use in current.results[0].uses:
+            user = use.owner
+            if use.operand_number == 0 and (_SCATTERS.match(user.name) or user.name in _UPDATES):
+                return True
+            if use.operand_number == 0 and _VIEWS.match(user.name) and id(user) not in seen:
+                seen.add(id(user))
+                pending.append(user)
+    return False
