@@ -38,12 +38,11 @@ def separate_chained_fills(mlir: str) -> str:
         before = op.operands[0].owner.operation
         if before.name != _SCATTER or not (_constant(op.operands[1]) and _constant(before.operands[1])):
             return False
+        if any(_builtin_type(str(scatter.operands[1].type)) is None for scatter in (before, op)):
+            return False
         for scatter in (before, op):
-            source = scatter.operands[1]
-            if _builtin_type(str(source.type)) is None:
-                return False
             with ir.InsertionPoint(scatter), scatter.location:
-                scatter.operands[1] = _barrier(source)
+                scatter.operands[1] = _barrier(scatter.operands[1])
         return True
 
     return _rewrite_each_op(mlir, separate)
