@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from . import config, host_constants, host_eval, metrics, source_location
+from . import config, host_constants, host_eval, metrics, source_location, view_reads
 from .async_exec import (
     LazyExecutionError,
     PendingBatch,
@@ -231,6 +231,13 @@ class GraphExecutor:
         reason = self._current_reason(reason)
         values = [t._lz_value() for t in tensors]
         pending = [v for v in values if not v.node.is_leaf()]
+        views = self._host_views(pending, only_sharing)
+        if views is not None:
+            # Views of device data (a gradient after a step): download and view on the host.
+            metrics.counter_add("host_view_read")
+            return [self._download(v.node) if v.node.is_leaf()
+                    else view_reads.apply(views[id(v.node), v.index][1], self._download(views[id(v.node), v.index][0]))
+                    for v in values]
         if pending:
             # A value read runs every live pending tensor, as mark_step() does,
             # so a loop that reads a value each iteration (generate()'s stopping
@@ -258,30 +265,43 @@ class GraphExecutor:
                 if not v.node.is_leaf():
                     t._lz_set_materialized(results[id(v.node), v.index])
             values = [t._lz_value() for t in tensors]
+        return [self._download(v.node) for v in values]
+
+    def _host_views(self, pending: list[Output], only_sharing: bool) -> dict | None:
+        """Per pending value, its device-data leaf and view chain (``view_reads``), when every
+        one is such a view and answering on the host leaves no pending work it would have run."""
+        if not pending:
+            return None
+        views = {}
+        for v in pending:
+            found = view_reads.chain(v)
+            if found is None:
+                return None
+            views[id(v.node), v.index] = found
+        if not only_sharing and self.pending_storages():
+            return None  # a read runs every pending tensor (see below); keep that so
+        return views
+
+    def _download(self, node: Any) -> torch.Tensor:
+        """The CPU value of a leaf, a copy the caller owns."""
+        if isinstance(node, ScalarParam):
+            return torch.tensor(node.value, dtype=node.metas[0].dtype)
+        assert isinstance(node, DeviceData)
+        if node.host is not None:
+            return node.host.clone()  # the caller owns what it reads
+        if node.data is None:
+            raise RuntimeError(
+                "lazy_core internal error: a tensor reads device data released after a step "
+                "(lazy_core.donation.dead_inputs found nothing holding it); please report this"
+            )
+        data = resolve(node.data)  # raises a failed execution's error (once per failure)
         backend = active_backend()
-        hosts = []
-        for v in values:
-            node = v.node
-            if isinstance(node, ScalarParam):
-                hosts.append(torch.tensor(node.value, dtype=node.metas[0].dtype))
-                continue
-            assert isinstance(node, DeviceData)
-            if node.host is not None:
-                hosts.append(node.host.clone())  # the caller owns what it reads
-                continue
-            if node.data is None:
-                raise RuntimeError(
-                    "lazy_core internal error: a tensor reads device data released after a step "
-                    "(lazy_core.donation.dead_inputs found nothing holding it); please report this"
-                )
-            data = resolve(node.data)  # raises a failed execution's error (once per failure)
-            with metrics.timed("transfer_to_host"):
-                host = self._worker.run_sync(lambda d=data: backend.to_host(d))
-            metrics.counter_add("transfer_to_host_bytes", host.numel() * host.element_size())
-            if host_eval.small(host):
-                host_eval.remember(node, host.clone())
-            hosts.append(host)
-        return hosts
+        with metrics.timed("transfer_to_host"):
+            host = self._worker.run_sync(lambda d=data: backend.to_host(d))
+        metrics.counter_add("transfer_to_host_bytes", host.numel() * host.element_size())
+        if host_eval.small(host):
+            host_eval.remember(node, host.clone())
+        return host
 
     def _sharing_storages(self, roots: list[Output]) -> list[Storage]:
         """Live pending storages whose graphs share work (a non-leaf node) with ``roots``."""

@@ -85,6 +85,7 @@ def test_shape_or_dtype_mismatch_is_not_donated(eager_backend):
 def test_a_materialized_view_value_is_pinned(eager_backend):
     base = _materialized(torch.arange(12.0).reshape(4, 3).to("lazy"))
     row = base[1]
+    other = base + 1  # pending work, so the read runs a graph (a view read alone is answered on the host)
     row.cpu()  # the view's value is now device data that the view itself caches
     y = row * 2  # a result of the row's shape: a candidate for its buffer
     plan, data, _ = _plan()
@@ -95,6 +96,7 @@ def test_a_materialized_view_value_is_pinned(eager_backend):
     cached.pinned = True
     torch.testing.assert_close(y.cpu(), torch.tensor([6.0, 8.0, 10.0]))
     torch.testing.assert_close(row.cpu(), torch.tensor([3.0, 4.0, 5.0]))
+    torch.testing.assert_close(other.cpu(), torch.arange(1.0, 13.0).reshape(4, 3))
 
 
 def test_iree_results_own_their_buffers():
