@@ -119,7 +119,8 @@ VARIABLES: dict[str, Variable] = {
                  "Compile a graph that recurs at other sizes once, with dynamic dimensions (lazy_core.dynamic_shapes)."),
         Variable("LAZY_HOST_EVAL", "bool", True,
                  "At a scalar read, run a small graph of values the host holds on the host instead of "
-                 "compiling it (lazy_core.host_eval)."),
+                 "compiling it (lazy_core.host_eval), and read a view of device data by viewing its "
+                 "downloaded base (lazy_core.view_reads)."),
         Variable("LAZY_CACHE_SIZE", "int", 1024, "Compiled graphs kept in memory (LRU).", minimum=1),
         Variable("LAZY_SHAPE_CACHE_SIZE", "int", 100000, "Cached meta-kernel results (output shapes).",
                  minimum=0),

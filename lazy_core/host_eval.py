@@ -57,11 +57,12 @@ def small(t: torch.Tensor) -> bool:
 
 def remember(node: DeviceData, host: torch.Tensor) -> None:
     """Keep ``host`` (a CPU tensor nobody else holds) as ``node``'s host copy when it is small."""
-    if small(host) and _enabled():
+    if small(host) and enabled():
         node.host = host
 
 
-def _enabled() -> bool:
+def enabled() -> bool:
+    """Whether reads may be answered on the host (``LAZY_HOST_EVAL``, default on)."""
     return bool(config.get("LAZY_HOST_EVAL"))
 
 
@@ -71,7 +72,7 @@ def _scalar_read(reason: str) -> bool:
 
 def eligible(graph: LazyGraph, reason: str) -> bool:
     """A scalar read of a small graph whose every leaf has a host copy."""
-    if not _scalar_read(reason) or len(graph.nodes) > MAX_NODES or not _enabled():
+    if not _scalar_read(reason) or len(graph.nodes) > MAX_NODES or not enabled():
         return False
     for leaf in graph.inputs:
         if isinstance(leaf, DeviceData):
@@ -97,7 +98,7 @@ def cone_on_host(outputs: list[Any], reason: str) -> bool:
     embeddings (weights), so ``eligible`` said no and the step ran as three graphs (Llama, OPT,
     BART, GPT-BigCode from their configs). Evaluating just the mask's ops on the host keeps the
     step one graph; the mask is computed again inside it, from the same values."""
-    if not _scalar_read(reason) or not _enabled():
+    if not _scalar_read(reason) or not enabled():
         return False
     seen: set[int] = set()
     ops = 0

@@ -12,7 +12,8 @@ A view op moves no numbers; the CPU applies it to the downloaded base in
 microseconds, with eager's own kernels. So when every value a read asks for
 is a chain of the pure view ops below over one device-data leaf (scalar
 arguments allowed), the executor downloads the leaf and applies the chain
-with PyTorch on the CPU (counter ``host_view_read``). Ops that address memory
+with PyTorch on the CPU (counter ``host_view_read``). ``LAZY_HOST_EVAL=0`` turns
+this off with the rest of ``host_eval``: then the backend answers every read. Ops that address memory
 (``as_strided``) or reinterpret bits (``view(dtype)``) are not in the set:
 their meaning depends on the buffer's layout, which the backend owns.
 """

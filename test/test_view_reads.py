@@ -15,6 +15,13 @@ import torch
 
 import lazy_core
 
+
+@pytest.fixture(autouse=True)
+def _host_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads on the host are on by default; the suite's conftest turns them off."""
+    monkeypatch.setenv("LAZY_HOST_EVAL", "1")
+
+
 _VIEWS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "t": lambda x: x[0].t(),
     "t_t": lambda x: x[0].t().t(),
@@ -98,6 +105,18 @@ def test_a_view_read_with_other_pending_work_runs_it(backend: lazy_core.BackendI
     assert lazy_core.metrics.counter("host_view_read") == 0
     assert lazy_core.metrics.counter("execute") == 1
     assert other.item() == pytest.approx(x.sum().item())
+
+
+def test_host_eval_off_makes_the_backend_answer(backend: lazy_core.BackendImpl,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAZY_HOST_EVAL", "0")
+    x = _base()
+    v = (x.to("lazy") * 1).permute(2, 0, 1)
+    lazy_core.mark_step()
+    lazy_core.metrics.reset()
+    assert torch.equal(v.cpu(), x.permute(2, 0, 1))
+    assert lazy_core.metrics.counter("host_view_read") == 0
+    assert lazy_core.metrics.counter("execute") == 1
 
 
 def test_views_that_depend_on_layout_still_run_a_graph(backend: lazy_core.BackendImpl) -> None:
