@@ -36,8 +36,11 @@ import time
 from typing import Any
 
 import _common as C
+import zoo
 
 MODELS = ("mlp", "cnn", "bert")
+#: The real-model zoo (bench/zoo.py): ``--model NAME`` or ``--zoo``; not in the default run.
+ZOO = zoo.MODELS
 # label -> (worker system, lr schedule)
 SYSTEMS: dict[str, tuple[str, bool]] = {
     "eager": ("eager", False),
@@ -50,7 +53,7 @@ SYSTEMS: dict[str, tuple[str, bool]] = {
 }
 # Left out unless --all-systems: the reference backend's naive loops and its
 # LLVM pipeline take minutes on BERT's step graph (measured: ~4 min warm-up).
-SLOW = {("bert", "lazy-mlir/reference")}
+SLOW = {("bert", "lazy-mlir/reference")} | {(m, "lazy-mlir/reference") for m in ZOO}
 DEFAULT_STEPS = {"mlp": (3, 20), "cnn": (3, 15), "bert": (3, 8)}  # (warm-up, timed)
 QUICK_STEPS = (2, 3)
 LOSS_RTOL, LOSS_ATOL = 2e-3, 2e-4
@@ -65,6 +68,10 @@ def build(model_name: str, quick: bool) -> tuple[Any, list[tuple[Any, Any]], Any
     import torch
     from torch import nn
 
+    if model_name in ZOO:
+        model, batches, loss_fn, opt = zoo.build(model_name, quick)
+        model.train()
+        return model, batches, loss_fn, opt
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
     if model_name == "mlp":
@@ -249,7 +256,7 @@ def worker(args: argparse.Namespace) -> None:
 
     system = _make_system(args.worker)
     model, batches, loss_fn, make_opt = build(args.model, args.quick)
-    warmup, steps = QUICK_STEPS if args.quick else DEFAULT_STEPS[args.model]
+    warmup, steps = QUICK_STEPS if args.quick else DEFAULT_STEPS.get(args.model, (3, 8))
     if args.warmup is not None:
         warmup = args.warmup
     if args.steps is not None:
@@ -446,7 +453,9 @@ def chart(all_results: dict[str, dict[str, Any]], name: str = "train_step") -> A
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", action="append", choices=MODELS, help="repeatable; default all")
+    ap.add_argument("--model", action="append", choices=MODELS + ZOO,
+                    help=f"repeatable; default {', '.join(MODELS)} (the zoo models: bench/zoo.py)")
+    ap.add_argument("--zoo", action="store_true", help=f"every zoo model: {', '.join(ZOO)}")
     ap.add_argument("--systems", help=f"comma-separated labels; default all of: {', '.join(SYSTEMS)}")
     ap.add_argument("--quick", action="store_true", help="2 warm-up + 3 timed steps (smoke test)")
     ap.add_argument("--all-systems", action="store_true", help=f"include slow combinations: {sorted(SLOW)}")
@@ -474,12 +483,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.steps is not None:
         extra += ["--steps", str(args.steps)]
     all_results = {}
-    for model in args.model or list(MODELS):
+    models = (args.model or []) + (list(ZOO) if args.zoo else [])
+    for model in models or list(MODELS):
         all_results[model] = run_model(model, labels, args.quick, args.timeout, extra_args=extra,
                                        threads=args.threads, include_slow=args.all_systems)
     report(all_results)
     out = {"machine": C.machine_info(), "threads": args.threads, "models": all_results}
-    name = "train_step" if not args.model else "train_step_" + "_".join(args.model)
+    name = "train_step" if not models else "train_step_" + ("zoo" if args.zoo else "_".join(models))
     path = C.write_json(name, out)
     png = chart(all_results, name)
     print(f"\nwrote {path}" + (f" and {png}" if png else ""))
