@@ -35,16 +35,30 @@ aten = torch.ops.aten
 _SUMS = (aten.sum.default, aten.sum.dim_IntList)
 _MEANS = (aten.mean.default, aten.mean.dim)
 #: Ops whose every result element is one scalar argument (the fill value).
-_FILLS = (aten.fill.Scalar, aten.full.default, aten.full_like.default, aten.new_full.default)
+_FILLS = (aten.fill.Scalar, aten.full.default, aten.full_like.default, aten.new_full.default,
+          aten.zero.default, aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default,
+          aten.ones.default, aten.ones_like.default, aten.new_ones.default)
 #: Ops that only repeat their input's elements: a fill seen through them is still one value.
 _REPEATS = (aten.expand.default, aten.view.default, aten.reshape.default, aten.clone.default,
             aten.unsqueeze.default, aten.squeeze.dim, aten.permute.default)
 
 
-def _is_filled(x: object) -> bool:
+def _is_filled(x: object, depth: int = 0) -> bool:
+    """Whether every element of ``x`` is one value: a fill, seen through ops that repeat
+    elements and through elementwise ops of such values and scalars (``cross_entropy``'s
+    count of targets that are not ``ignore_index``, ``(t != -100).sum()``, of a constant
+    target: with label smoothing its graph was refused on iree-cpu)."""
     while isinstance(x, FxNode) and x.op == "call_function" and x.target in _REPEATS:
         x = x.args[0]
-    return isinstance(x, FxNode) and x.op == "call_function" and x.target in _FILLS
+    if not (isinstance(x, FxNode) and x.op == "call_function"):
+        return False
+    if x.target in _FILLS:
+        return True
+    tags = getattr(x.target, "tags", ())
+    if depth >= 8 or torch.Tag.pointwise not in tags or torch.Tag.nondeterministic_seeded in tags:
+        return False
+    tensors = [a for a in x.args if isinstance(a, FxNode) and isinstance(a.meta.get("val"), torch.Tensor)]
+    return bool(tensors) and all(_is_filled(a, depth + 1) for a in tensors)
 
 
 def _reduced_dims(node: FxNode, rank: int) -> list[int]:

@@ -48,6 +48,7 @@ from .scatter_indices import (
     scatter_into_scalars_as_vectors,
     wrap_negative_scatter_indices,
 )
+from .short_loops import stage_long_reductions
 from .small_ints import widen_small_ints
 from .subnormal_logs import scale_subnormal_logs
 from .tensor_bitcasts import route_zero_dim_bitcasts
@@ -104,7 +105,8 @@ class LoweringContext:
     def __init__(self, graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype] | None = None,
                  emulate_bf16: str | None = None, exact_max_pool: bool = True,
                  int64_extrema: bool = False, nan_checked_extrema: bool = False,
-                 positive_zero_sums: bool = False, subnormal_logs: bool = False, float64_erf: bool = False) -> None:
+                 positive_zero_sums: bool = False, subnormal_logs: bool = False, float64_erf: bool = False,
+                 short_loops: bool = False) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
         f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
 
@@ -131,8 +133,12 @@ class LoweringContext:
         (``lowering/subnormal_logs.py``: lavapipe reads it as the smallest normal).
 
         ``float64_erf`` computes a float64 ``erf`` from ``exp`` (``lowering/erf64.py``: IREE has
-        no float64 ``math.erf``)."""
+        no float64 ``math.erf``).
+
+        ``short_loops`` stages reductions over more than 65,535 elements
+        (``lowering/short_loops.py``: lavapipe stops longer loops)."""
         self.graph = graph
+        self.short_loops = short_loops
         self.float64_erf = float64_erf
         self.positive_zero_sums = positive_zero_sums
         self.subnormal_logs = subnormal_logs
@@ -299,6 +305,8 @@ class LoweringContext:
             widen_int_extrema(g)
         if self.nan_checked_extrema:
             check_nan_extrema(g)
+        if self.short_loops:  # after reduce_constant_sums: a constant's sum needs no loop
+            stage_long_reductions(g)
         if self.positive_zero_sums:
             make_zero_sums_positive(g)
         if self.subnormal_logs:
@@ -791,10 +799,11 @@ def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype]
                 emulate_bf16: str | None = None, exact_max_pool: bool = True,
                 int64_extrema: bool = False, nan_checked_extrema: bool = False,
                 positive_zero_sums: bool = False, subnormal_logs: bool = False,
-                float64_erf: bool = False) -> Computation:
+                float64_erf: bool = False, short_loops: bool = False) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
     return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema,
-                           nan_checked_extrema, positive_zero_sums, subnormal_logs, float64_erf).build()
+                           nan_checked_extrema, positive_zero_sums, subnormal_logs, float64_erf,
+                           short_loops).build()
 
 
 def _is_number(x: Any) -> bool:

@@ -3220,3 +3220,22 @@ def test_narrow_int_comparisons_and_searches_convert_numbers_as_eager(name):
     lazy_core.mark_step()
     for i, (g, w) in enumerate(zip(got, want)):
         assert torch.equal(g.cpu(), w), (i, g.cpu(), w)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_cross_entropy_with_label_smoothing_of_a_constant_target(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cross_entropy(x, zeros(n), label_smoothing=0.1)`` failed to compile on iree-cpu (found by an
+    adversarial run): with label smoothing, the loss divides by the count of targets that are not
+    ``ignore_index``, ``(t != -100).sum()``, and of a constant target that is a sum of a fill seen
+    through an elementwise op, which IREE 3.13 folds into a reduction ignoring its input
+    (backends/iree/miscompiles.py refused the graph). lowering/constant_sums.py now sees fills
+    through elementwise ops of fills and scalars. Strict: a compile failure fails the test."""
+    monkeypatch.setenv("LAZY_STRICT", "1")
+    use_backend(name)
+    x = torch.tensor([[0.5, -1.25, 3.0], [7.0, -0.5, 0.25]])
+    for value, kwargs in ((0, {}), (2, {"reduction": "sum"}), (-100, {}), (1, {"weight": torch.ones(3)})):
+        target = torch.full((2,), value, device="lazy")  # a fill in the graph, not uploaded data
+        moved = {k: lazy(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        got = torch.nn.functional.cross_entropy(lazy(x) + 1, target, label_smoothing=0.1, **moved)
+        want = torch.nn.functional.cross_entropy(x + 1, torch.full((2,), value), label_smoothing=0.1, **kwargs)
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)

@@ -174,11 +174,12 @@ class IreeBackend(MlirBackend):
 
     def lowering_options(self) -> dict[str, Any]:
         """bf16 emulated, integer extrema widened, float extrema NaN-checked, zero sums made +0.0, logs of
-        subnormals scaled, float64 erf expanded, as the target asks (see ``config``)."""
+        subnormals scaled, float64 erf expanded, long reductions staged, as the target asks (see ``config``)."""
         target = self.config.target
         return {"emulate_bf16": target.emulate_bf16, "int64_extrema": target.int64_extrema,
                 "nan_checked_extrema": target.nan_checked_extrema, "positive_zero_sums": target.positive_zero_sums,
-                "subnormal_logs": target.subnormal_logs, "float64_erf": target.float64_erf}
+                "subnormal_logs": target.subnormal_logs, "float64_erf": target.float64_erf,
+                "short_loops": target.short_loops}
 
     @property
     def flushes_subnormals(self) -> bool:  # type: ignore[override]
@@ -217,7 +218,8 @@ class IreeBackend(MlirBackend):
                  f"nan_checked_extrema={self.config.target.nan_checked_extrema}",
                  f"positive_zero_sums={self.config.target.positive_zero_sums}",
                  f"subnormal_logs={self.config.target.subnormal_logs}",
-                 f"float64_erf={self.config.target.float64_erf}"])
+                 f"float64_erf={self.config.target.float64_erf}",
+                 f"short_loops={self.config.target.short_loops}"])
         return self._target_identity
 
     def persistent_key(self) -> str:

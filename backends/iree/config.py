@@ -158,6 +158,9 @@ class TargetSpec:
     #: Scale a subnormal operand of ``log``/``log2``/``log10`` up first (``lowering/subnormal_logs.py``):
     #: lavapipe reads it as the smallest normal (``log(1e-40)`` was -87.34, not -92.10).
     subnormal_logs: bool = False
+    #: Stage reductions over more than 65,535 elements (``lowering/short_loops.py``): lavapipe's
+    #: llvmpipe ends every shader loop after 65,535 iterations (``ones(65536).sum()`` was 65535).
+    short_loops: bool = False
     #: Compute a float64 ``erf`` from ``exp`` and rational functions (``lowering/erf64.py``):
     #: IREE 3.13's CPU code has no float64 ``math.erf`` (MLIR's expansion is float32 only;
     #: its CUDA code calls libdevice's ``erf``, which has one).
@@ -182,7 +185,7 @@ CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
 _NO_MEMOIZATION = "--iree-hal-memoization=false"
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
                     (*_CORRECTNESS, _NO_MEMOIZATION), int64_extrema=True, nan_checked_extrema=True, positive_zero_sums=True,
-                    subnormal_logs=True,
+                    subnormal_logs=True, short_loops=True,
                     eager_ops=frozenset({"aten::median.dim", "aten::median", "aten::kthvalue"}))
 CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}

@@ -1,0 +1,140 @@
+"""Reductions over more than 65,535 elements are staged: llvmpipe stops longer shader loops.
+
+Mesa's lavapipe (the Vulkan driver CI and machines without a GPU run
+iree-vulkan on) compiles shaders with llvmpipe, which ends every loop after
+65,535 iterations, its guard against a shader that never returns. Nothing
+reports it: the loop just stops. IREE's SPIR-V code for a reduction loops
+over the reduced elements, so on iree-vulkan ``ones(65536).sum()`` was 65535,
+``ones(2**20).sum()`` 524,280 (8 invocations of 65,535), ``ones(n, 4).sum(0)``
+65535 per column for every n past it, and ``arange(65536).amax()`` 65534.
+
+With ``short_loops`` (the Vulkan target), a ``sum``, ``mean``, ``amax``,
+``amin``, ``max()`` or ``min()`` over more than ``LOOP_LIMIT`` elements is
+rewritten as a chain of reductions over groups of its reduced dims, innermost
+first, each group at most ``STAGE`` elements; a reduced dim longer than
+``STAGE`` is first split in two (a reshape) at a divisor near its square
+root. No loop then gets near the limit. A ``mean`` is the staged sum divided
+by the count. Integer sums and extrema are exact in any order; a floating sum
+in stages is closer to the exact sum than one running total (about the sum
+of the stage lengths times ``eps`` instead of ``n * eps``).
+
+Only the Vulkan target takes it. On iree-cpu and reference it would make
+long float32 sums 20-60x closer to eager's (16,384 values: 3.7e-8 of the sum
+of magnitudes instead of 6.6e-7; eager 8.6e-9), but its stages depend on the
+sizes, so a graph seen at two sizes lowered to two structures and automatic
+dynamic dimensions refused it (a loop over 8 sequence lengths compiled 6
+graphs instead of 2).
+
+Left (``docs/conformance.md``): a reduced dim of more than 65,535 elements
+with no divisor between 8 and its square root (a prime length) keeps one
+loop, and other ops that loop over a dim (``argmax``, ``cumsum``, ``sort``, a
+softmax over a longer dim, a matmul with a longer contraction) are not
+staged; on lavapipe those stay wrong past 65,535 elements.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.fx import Graph
+from torch.fx import Node as FxNode
+
+from .fx_rewrite import call_like, calls_on_tensors
+
+__all__ = ["stage_long_reductions"]
+
+aten = torch.ops.aten
+
+_MEANS = (aten.mean.default, aten.mean.dim)
+#: Longest loop llvmpipe runs to its end.
+LOOP_LIMIT = 65535
+#: The op reducing each stage.
+_STAGED = {
+    aten.sum.default: aten.sum.dim_IntList, aten.sum.dim_IntList: aten.sum.dim_IntList,
+    aten.mean.default: aten.sum.dim_IntList, aten.mean.dim: aten.sum.dim_IntList,
+    aten.amax.default: aten.amax.default, aten.amin.default: aten.amin.default,
+    aten.max.default: aten.amax.default, aten.min.default: aten.amin.default,
+}
+_FULL = (aten.sum.default, aten.mean.default, aten.max.default, aten.min.default)
+#: Longest running total of a stage.
+STAGE = 256
+
+
+def _split(n: int) -> tuple[int, int] | None:
+    """``(a, b)`` with ``a * b == n`` and ``b`` the divisor of ``n`` closest below its square root
+    (at least 8); None when ``n`` has none."""
+    for b in range(math.isqrt(n), 7, -1):
+        if n % b == 0:
+            return n // b, b
+    return None
+
+
+def _staged_dims(shape: list[int], dims: list[int]) -> tuple[list[int], list[list[int]]] | None:
+    """The shape with every long reduced dim split in two, and the stages (lists of dims of that
+    shape, innermost first) that reduce it; None when nothing would be gained."""
+    new_shape: list[int] = []
+    reduced: list[int] = []
+    for i, s in enumerate(shape):
+        parts = _split(s) if i in dims and s > STAGE else None
+        for p in parts or (s,):
+            if i in dims:
+                reduced.append(len(new_shape))
+            new_shape.append(p)
+    stages: list[list[int]] = []
+    group: list[int] = []
+    size = 1
+    for d in reversed(reduced):
+        if group and size * new_shape[d] > STAGE:
+            stages.append(group)
+            group, size = [], 1
+        group.append(d)
+        size *= new_shape[d]
+    stages.append(group)
+    return (new_shape, stages) if len(stages) > 1 else None
+
+
+def _typed(shape: list[int], like: torch.Tensor) -> torch.Tensor:
+    return torch.empty(shape, dtype=like.dtype, device="meta")
+
+
+def _reduced_dims(node: FxNode, rank: int) -> list[int]:
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if node.target in _FULL or dims is None or list(dims) == []:
+        return list(range(rank))
+    return sorted({d % rank for d in dims})
+
+
+def stage_long_reductions(g: Graph) -> bool:
+    """Rewrite ``g`` in place (see the module docstring); True if it changed."""
+    changed = False
+    for node, x, val in calls_on_tensors(g, tuple(_STAGED)):
+        out = node.meta.get("val")
+        stage_op = _STAGED[node.target]
+        if (not isinstance(out, torch.Tensor) or not all(isinstance(s, int) for s in val.shape)
+                or node.target in _MEANS and out.dtype != val.dtype):
+            continue
+        shape = list(val.shape)
+        dims = _reduced_dims(node, len(shape))
+        count = math.prod(shape[d] for d in dims)
+        if count <= LOOP_LIMIT:
+            continue
+        staged = _staged_dims(shape, dims)
+        if staged is None:
+            continue
+        new_shape, stages = staged
+        with g.inserting_before(node):
+            value = x
+            if new_shape != shape:
+                value = call_like(g, aten.view.default, (x, new_shape), _typed(new_shape, val), node)
+            current = list(new_shape)
+            for stage in stages:
+                current = [1 if i in stage else s for i, s in enumerate(current)]
+                value = call_like(g, stage_op, (value, sorted(stage), True), _typed(current, out), node)
+            value = call_like(g, aten.view.default, (value, list(out.shape)), out, node)
+            if node.target in _MEANS:
+                value = call_like(g, aten.div.Scalar, (value, count), out, node)
+        node.replace_all_uses_with(value)
+        g.erase_node(node)
+        changed = True
+    return changed
