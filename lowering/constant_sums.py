@@ -36,8 +36,7 @@ _SUMS = (aten.sum.default, aten.sum.dim_IntList)
 _MEANS = (aten.mean.default, aten.mean.dim)
 #: Ops whose every result element is one scalar argument (the fill value).
 _FILLS = (aten.fill.Scalar, aten.full.default, aten.full_like.default, aten.new_full.default,
-          aten.zero.default, aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default,
-          aten.ones.default, aten.ones_like.default, aten.new_ones.default)
+          aten.zero.default, aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default)
 #: Ops that only repeat their input's elements: a fill seen through them is still one value.
 _REPEATS = (aten.expand.default, aten.view.default, aten.reshape.default, aten.clone.default,
             aten.unsqueeze.default, aten.squeeze.dim, aten.permute.default)
