@@ -74,8 +74,11 @@ class ViewStep:
         return self.op._schema.name.split("::")[-1]
 
     def apply(self, record: Recorder, value: Output) -> Output:
-        if self.kind in _IDENTITY:
+        kind = self.kind
+        if kind in _IDENTITY:
             return value
+        if kind == "slice":
+            value = _past_disjoint_scatters(value, self.op, self.rest, self.kwargs)
         return record(self.op, (value, *self.rest), self.kwargs)
 
     def invert(self, record: Recorder, below: Output, updated: Output) -> Output:
@@ -113,11 +116,8 @@ class ViewStep:
         if kind == "transpose":
             return record(aten.transpose.int, (updated, args["dim0"], args["dim1"]), {})
         if kind == "slice":
-            return record(
-                aten.slice_scatter.default,
-                (below, updated, args.get("dim", 0), args.get("start"), args.get("end"), args.get("step", 1)),
-                {},
-            )
+            return scatter_slice(record, below, updated, args.get("dim", 0), args.get("start"), args.get("end"),
+                                 args.get("step", 1))
         if kind == "select":
             return record(aten.select_scatter.default, (below, updated, args["dim"], args["index"]), {})
         if kind == "diagonal":
@@ -136,6 +136,124 @@ class ViewStep:
             f"in-place update through the view op {self.op} is not supported on lazy tensors; "
             "clone the view, update it, and copy it back"
         )
+
+
+# Note [Fills into disjoint slices are recorded in offset order]
+# DDP's reducer (find_unused_parameters=True) zero-fills the bucket slots of the parameters
+# the forward did not use, in the order it finds them in a C++ ``unordered_map`` keyed by
+# the parameters' AccumulateGrad node addresses (reducer.cpp, search_unused_parameters):
+# the order differs between processes. Recorded in call order, the two ranks' graphs were
+# the same writes nested the other way round: other stable hashes (the graph sequences
+# compared by test_distributed, and LAZY_DIST_CHECK's pending-graph hash at the bucket's
+# all-reduce, a false "ranks diverged"). Fills into disjoint ranges of one dimension
+# commute, so they are recorded in order of their offsets whatever the call order:
+#   * reading a slice of a ``slice_scatter`` whose range it does not meet reads the
+#     scatter's input instead (the same elements), so a fill's source never names the
+#     write recorded before it;
+#   * a fill scattered into a range below that of the fill scattered just before it goes
+#     under it: ``ss(ss(b, f2, r2), f1, r1)`` for r1 after r2, not ``ss(ss(b, f1, r1), f2, r2)``.
+# Other writes keep their order (a gradient's write depends on the graph being traced).
+
+_SHAPE_ONLY = {aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.slice.Tensor,
+               aten.alias.default}
+_FILLS = (aten.zero.default, aten.fill.Scalar)
+
+
+def _int_range(size: int, start: Any, end: Any, step: Any) -> tuple[int, int] | None:
+    """``[start, end)`` of a unit-step slice of a dimension of ``size``, clamped as ``slice`` does."""
+    if step not in (1, None):
+        return None
+    start = 0 if start is None else start
+    end = size if end is None else end
+    if type(start) is not int or type(end) is not int:
+        return None
+    if start < 0:
+        start += size
+    if end < 0:
+        end += size
+    start = min(max(start, 0), size)
+    end = min(max(end, start), size)
+    return start, end
+
+
+def _scatter_range(node: Any) -> tuple[Output, Output, int, tuple[int, int]] | None:
+    """(input, source, dim, range) of a unit-step ``slice_scatter`` node, else None."""
+    if getattr(node, "op", None) is not aten.slice_scatter.default:
+        return None
+    args = tuple(node.args) + (None,) * (6 - len(node.args))
+    base, src, dim, start, end, step = args[:6]
+    dim = node.kwargs.get("dim", 0 if dim is None else dim)
+    if not isinstance(base, Output) or not isinstance(src, Output) or type(dim) is not int:
+        return None
+    shape = base.meta.shape
+    if not shape:
+        return None
+    dim %= len(shape)
+    rng = _int_range(shape[dim], node.kwargs.get("start", start), node.kwargs.get("end", end),
+                     node.kwargs.get("step", 1 if step is None else step))
+    return (base, src, dim, rng) if rng is not None else None
+
+
+def _past_disjoint_scatters(value: Output, op: Any, rest: tuple, kwargs: dict) -> Output:
+    """The value a slice view reads from: below every ``slice_scatter`` whose range it misses."""
+    if op is not aten.slice.Tensor:
+        return value
+    args = bind_after_self(op, rest, kwargs)
+    dim = args.get("dim", 0)
+    shape = value.meta.shape
+    if type(dim) is not int or not shape:
+        return value
+    dim %= len(shape)
+    mine = _int_range(shape[dim], args.get("start"), args.get("end"), args.get("step", 1))
+    if mine is None or mine[0] == mine[1]:
+        return value
+    while True:
+        found = _scatter_range(value.node)
+        if found is None:
+            return value
+        base, _, sdim, (start, end) = found
+        if sdim != dim or not (mine[1] <= start or end <= mine[0]):
+            return value
+        value = base
+
+
+def _fill_not_reading(value: Output, node: Any) -> bool:
+    """Whether ``value`` is a fill (``zero``/``fill.Scalar``) through shape-only ops whose
+    operand chain does not name ``node``: a value that does not depend on ``node``."""
+    n = value.node
+    seen_fill = False
+    for _ in range(64):
+        if n is node:
+            return False
+        if n.is_leaf() or not n.operands:
+            return seen_fill
+        if n.op in _FILLS:
+            # The filled tensor (read for its shape only), then a lifted fill value.
+            if any(not o.node.is_leaf() for o in n.operands[1:]):
+                return False
+            seen_fill = True
+        elif n.op not in _SHAPE_ONLY or len(n.operands) != 1:
+            return False
+        n = n.operands[0].node
+    return False
+
+
+def scatter_slice(record: Recorder, below: Output, updated: Output, dim: Any, start: Any, end: Any,
+                  step: Any) -> Output:
+    """``slice_scatter(below, updated, ...)``, fills in offset order
+    (Note [Fills into disjoint slices are recorded in offset order])."""
+    shape = below.meta.shape
+    if type(dim) is int and shape:
+        d = dim % len(shape)
+        mine = _int_range(shape[d], start, end, step)
+        found = _scatter_range(below.node)
+        if mine is not None and found is not None and mine[0] < mine[1]:
+            base, src, sdim, (s2, e2) = found
+            if (sdim == d and s2 < e2 and mine[1] <= s2 and _fill_not_reading(updated, below.node)
+                    and _fill_not_reading(src, None)):
+                inner = scatter_slice(record, base, updated, dim, start, end, step)
+                return record(aten.slice_scatter.default, (inner, src, sdim, s2, e2, 1), {})
+    return record(aten.slice_scatter.default, (below, updated, dim, start, end, step), {})
 
 
 def broadcasts(view: tuple[ViewStep, ...], shape: tuple[int, ...]) -> bool:
