@@ -157,6 +157,8 @@ class ViewStep:
 _SHAPE_ONLY = {aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.slice.Tensor,
                aten.alias.default}
 _FILLS = (aten.zero.default, aten.fill.Scalar)
+#: Disjoint writes a slice read looks past (Note [Fills into disjoint slices ...]).
+_MAX_PAST_SCATTERS = 8
 
 
 def _int_range(size: int, start: Any, end: Any, step: Any) -> tuple[int, int] | None:
@@ -207,7 +209,10 @@ def _past_disjoint_scatters(value: Output, op: Any, rest: tuple, kwargs: dict) -
     mine = _int_range(shape[dim], args.get("start"), args.get("end"), args.get("step", 1))
     if mine is None or mine[0] == mine[1]:
         return value
-    while True:
+    # A bounded walk: each read of a slot of a buffer written slot by slot (DDP's buckets) would
+    # otherwise walk past every earlier write, quadratic in the slots (400 slots: 5x the tracing
+    # time). The fills this is for are written one after another.
+    for _ in range(_MAX_PAST_SCATTERS):
         found = _scatter_range(value.node)
         if found is None:
             return value
@@ -215,6 +220,7 @@ def _past_disjoint_scatters(value: Output, op: Any, rest: tuple, kwargs: dict) -
         if sdim != dim or not (mine[1] <= start or end <= mine[0]):
             return value
         value = base
+    return value
 
 
 def _fill_not_reading(value: Output, node: Any) -> bool:
