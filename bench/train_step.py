@@ -51,6 +51,10 @@ SYSTEMS: dict[str, tuple[str, bool]] = {
     "eager lr-sched": ("eager", True),
     "lazy-mlir/iree-cpu lr-sched": ("lazy:iree-cpu", True),
 }
+#: Mixed precision (``--amp``; not in the default run): eager under ``torch.autocast("cpu")``,
+#: lazy-mlir under ``lazy_core.autocast`` (docs/amp.md), bf16, no scaler. Their losses are
+#: compared with eager's under the same autocast.
+AMP_SYSTEMS: dict[str, str] = {"eager amp-bf16": "eager", "lazy-mlir/iree-cpu amp-bf16": "lazy:iree-cpu"}
 # Left out unless --all-systems: the reference backend's naive loops and its
 # LLVM pipeline take minutes on BERT's step graph (measured: ~4 min warm-up).
 SLOW = {("bert", "lazy-mlir/reference")} | {(m, "lazy-mlir/reference") for m in ZOO}
@@ -251,6 +255,21 @@ def _lazy_timer_totals(system: _Eager) -> dict[str, float]:
     return totals
 
 
+def _autocast(system: Any, amp: str | None) -> Any:
+    """The autocast region of one step: none, eager's CPU autocast, or lazy_core's."""
+    import contextlib
+
+    import torch
+
+    if amp is None:
+        return contextlib.nullcontext()
+    if isinstance(system, _LazyMlir):
+        return system._lc.autocast(dtype=torch.bfloat16)
+    if type(system) is _Eager:
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    raise SystemExit(f"--amp is measured for eager and lazy-mlir only, not {system.label}")
+
+
 def worker(args: argparse.Namespace) -> None:
     import torch
 
@@ -286,7 +305,8 @@ def worker(args: argparse.Namespace) -> None:
             for group in opt.param_groups:
                 group["lr"] = base_lr * (1.0 - 0.5 * i / (warmup + steps))
         x, y = x.to(system.device), y.to(system.device)
-        loss = step_loss(model, x, y)
+        with _autocast(system, args.amp):
+            loss = step_loss(model, x, y)
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -331,6 +351,7 @@ def worker(args: argparse.Namespace) -> None:
         "system": system.label,
         "model": args.model,
         "lr_schedule": args.lr_schedule,
+        "amp": args.amp,
         "warmup_steps": warmup,
         "steps": steps,
         "setup_s": setup_s,
@@ -370,7 +391,7 @@ def run_model(model: str, labels: list[str], quick: bool, timeout: float, env: d
     out: dict[str, Any] = {}
     env = {**C.thread_env(threads), **(env or {})}
     for label in labels:
-        system, lr_sched = SYSTEMS[label]
+        system, lr_sched = SYSTEMS[label] if label in SYSTEMS else (AMP_SYSTEMS[label], False)
         if (model, label) in SLOW and not include_slow:
             out[label] = {"error": "skipped by default (minutes); pass --all-systems"}
             continue
@@ -379,6 +400,8 @@ def run_model(model: str, labels: list[str], quick: bool, timeout: float, env: d
             wargs.append("--quick")
         if lr_sched:
             wargs.append("--lr-schedule")
+        if label in AMP_SYSTEMS:
+            wargs += ["--amp", "bf16"]
         wenv = dict(env or {})
         tmp = None
         if system.startswith("lazy:") and "LAZY_CACHE_DIR" not in wenv:
@@ -398,11 +421,13 @@ def run_model(model: str, labels: list[str], quick: bool, timeout: float, env: d
 
 def _compare_losses(results: dict[str, Any]) -> None:
     """Mark each result with whether its losses match eager's with the same lr schedule."""
-    refs = {False: results.get("eager", {}).get("losses"), True: results.get("eager lr-sched", {}).get("losses")}
+    refs = {(False, None): results.get("eager", {}).get("losses"),
+            (True, None): results.get("eager lr-sched", {}).get("losses"),
+            (False, "bf16"): results.get("eager amp-bf16", {}).get("losses")}
     for r in results.values():
         if "losses" not in r:
             continue
-        ref = refs[bool(r.get("lr_schedule"))]
+        ref = refs.get((bool(r.get("lr_schedule")), r.get("amp")))
         if not ref:
             continue
         n = min(len(ref), len(r["losses"]))
@@ -466,6 +491,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--warmup", type=int)
     ap.add_argument("--steps", type=int)
     ap.add_argument("--lr-schedule", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--amp", nargs="?", const="bf16", choices=["bf16"],
+                    help=f"also run the bf16 autocast systems: {', '.join(AMP_SYSTEMS)}")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -474,9 +501,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return {}
 
     labels = [s.strip() for s in args.systems.split(",")] if args.systems else list(SYSTEMS)
+    if args.amp and not args.worker:
+        labels += [label for label in AMP_SYSTEMS if label not in labels]
     for label in labels:
-        if label not in SYSTEMS:
-            raise SystemExit(f"unknown system {label!r}; choose from {', '.join(SYSTEMS)}")
+        if label not in SYSTEMS and label not in AMP_SYSTEMS:
+            raise SystemExit(f"unknown system {label!r}; choose from {', '.join([*SYSTEMS, *AMP_SYSTEMS])}")
     extra = []
     if args.warmup is not None:
         extra += ["--warmup", str(args.warmup)]
