@@ -138,3 +138,48 @@ def stage_long_reductions(g: Graph) -> bool:
         g.erase_node(node)
         changed = True
     return changed
+
+
+# -- Calls the staging above does not cover: run eagerly on the Vulkan target -----------------
+
+#: IREE's SPIR-V scan (``cumsum``/``cumprod``) came out wrong from 32,768 elements along the
+#: scanned dim (``cumsum`` of 32,768 ones ended ``..., 32766, 0, 0``): half the loop limit.
+SCAN_LIMIT = 32767
+_SCANS = frozenset({aten.cumsum.default, aten.cumprod.default})
+_BOOL_REDUCTIONS = frozenset({aten.any.default, aten.any.dim, aten.any.dims,
+                              aten.all.default, aten.all.dim, aten.all.dims})
+LOOPING_CALLS = _SCANS | _BOOL_REDUCTIONS | {aten.convolution.default}
+
+
+def _dims_of(args: tuple, kwargs: dict, rank: int) -> list[int]:
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    if dims is None:
+        return list(range(rank))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return sorted({d % rank for d in dims}) if rank else []
+
+
+def long_loop(op: object, args: tuple, kwargs: dict) -> str | None:
+    """Why this call of ``op`` would run a loop past lavapipe's limit in IREE's SPIR-V code
+    (measured wrong: a scan past ``SCAN_LIMIT``, ``any``/``all`` over more than ``LOOP_LIMIT``
+    elements, a convolution whose every output sums more than ``LOOP_LIMIT`` products), or
+    None. Such a call runs eagerly: a right value, not a short loop's."""
+    if op not in LOOPING_CALLS or not args or not isinstance(args[0], torch.Tensor):
+        return None
+    shape = list(args[0].shape)
+    if op in _SCANS:
+        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+        n = shape[dim % len(shape)] if shape else 1
+        return f"scans {n} elements (lavapipe: wrong past {SCAN_LIMIT})" if n > SCAN_LIMIT else None
+    if op in _BOOL_REDUCTIONS:
+        n = math.prod(shape[d] for d in _dims_of(args, kwargs, len(shape)))
+        return f"reduces {n} elements (lavapipe: loops stop at {LOOP_LIMIT})" if n > LOOP_LIMIT else None
+    weight = args[1] if len(args) > 1 else None
+    if not isinstance(weight, torch.Tensor) or weight.dim() < 3:
+        return None
+    transposed = bool(args[6]) if len(args) > 6 else False
+    groups = int(args[8]) if len(args) > 8 else 1
+    per_output = (weight.shape[0] // max(groups, 1) if transposed else weight.shape[1]) * math.prod(weight.shape[2:])
+    if per_output > LOOP_LIMIT:
+        return f"sums {per_output} products per output (lavapipe: loops stop at {LOOP_LIMIT})"
+    return None

@@ -59,3 +59,35 @@ def test_ones_count_their_elements(backend: lazy_core.BackendImpl) -> None:
     for n in (65535, 65536, 65537 * 2, 1 << 20):
         assert torch.ones(n).to("lazy").sum().item() == n
         assert torch.ones(n, 4).to("lazy").sum(0).cpu().tolist() == [float(n)] * 4
+
+
+_LONG_CALLS: dict[str, tuple[Callable[..., torch.Tensor], tuple[torch.Tensor, ...], str]] = {
+    "cumsum_32768": (lambda x: x.cumsum(0), (torch.ones(32768),), "cumsum"),
+    "cumprod_100000": (lambda x: x.cumprod(0), (torch.ones(100000),), "cumprod"),
+    "any_100000": (lambda x: x.any(), (torch.cat([torch.zeros(99999), torch.ones(1)]),), "any"),
+    "all_dim_70000": (lambda x: x.all(1), (torch.cat([torch.ones(2, 69999), torch.zeros(2, 1)], 1),), "all"),
+    "conv1d_long_kernel": (lambda x, w: torch.nn.functional.conv1d(x, w),
+                           (torch.ones(1, 1, 70002), torch.ones(3, 1, 70000)), "convolution"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LONG_CALLS))
+def test_a_call_looping_past_the_limit_is_right(backend: lazy_core.BackendImpl, name: str,
+                                                request: pytest.FixtureRequest) -> None:
+    """Ops the staging does not cover (a scan, ``any``/``all``, a convolution summing more than
+    65,535 products per output) were short on lavapipe (``cumsum`` of 32,768 ones ended with two
+    zeros); the Vulkan target runs such a call eagerly (``short_loops.long_loop``), and names it."""
+    op, inputs, aten_name = _LONG_CALLS[name]
+    if "vulkan" in backend.name:
+        request.applymarker(pytest.mark.expect_fallback(f"aten.{aten_name}"))
+    got = op(*(x.to("lazy") for x in inputs)).cpu()
+    assert torch.equal(got, op(*inputs))
+    fell_back = any(k.startswith(f"fallback::aten.{aten_name}") for k in lazy_core.metrics.counters())
+    assert fell_back == ("vulkan" in backend.name), lazy_core.metrics.counters()
+
+
+def test_short_calls_stay_compiled_on_vulkan(backend: lazy_core.BackendImpl) -> None:
+    x = torch.arange(1000, dtype=torch.float32)
+    got = (x.to("lazy").cumsum(0) + x.to("lazy").gt(500).any()).cpu()
+    assert torch.equal(got, x.cumsum(0) + x.gt(500).any())
+    assert not any(k.startswith("fallback::") for k in lazy_core.metrics.counters()), lazy_core.metrics.counters()

@@ -56,6 +56,7 @@ import torch
 from lazy_core import metrics
 from lazy_core.backend import BackendData, BackendDevice, CompileError
 from lazy_mlir import lowering
+from lazy_mlir.lowering import short_loops
 
 from ..disk_cache import DiskCache
 from ..mlir_backend import MlirBackend
@@ -192,6 +193,17 @@ class IreeBackend(MlirBackend):
         if eager and _op_name(op) in eager:
             return False
         return super().supports_op(op)
+
+    def support_depends_on_arguments(self, op: Any) -> bool:
+        return (self.config.target.short_loops and op in short_loops.LOOPING_CALLS
+                or super().support_depends_on_arguments(op))
+
+    def supports_call(self, op: Any, args: tuple, kwargs: dict) -> bool:
+        """Also refuses, on a target with ``short_loops``, a call whose code would loop past
+        lavapipe's limit (``lowering.short_loops.long_loop``): it runs eagerly, right."""
+        if self.config.target.short_loops and short_loops.long_loop(op, args, kwargs) is not None:
+            return False
+        return super().supports_call(op, args, kwargs)
 
     def unavailable_reason(self) -> str | None:
         """None if this backend can execute here, else what is missing."""
