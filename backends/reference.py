@@ -222,7 +222,7 @@ class ReferenceBackend(MlirBackend):
         self.runtime_checks = runtime_checks
 
     def cache_key(self) -> str:
-        return f"reference-O{self.opt_level}-checks{int(self.runtime_checks)}-bf16casts"
+        return f"reference-O{self.opt_level}-checks{int(self.runtime_checks)}-bf16casts-widesums"
 
     def supports_op(self, op: Any) -> bool:
         return super().supports_op(op)
@@ -234,7 +234,8 @@ class ReferenceBackend(MlirBackend):
         # integer code, so the JIT needs no __truncsfbf2 (compiler-rt). bf16
         # crosses the boundary as f32 values: the RefBackend calling convention
         # has no bf16 memrefs.
-        return {"emulate_bf16": "casts"}
+        # Float32 sums and means accumulate in float64 (lowering/wide_sums.py).
+        return {"emulate_bf16": "casts", "wide_sums": True}
 
     def compile(self, computations: Sequence[lowering.Computation]) -> list[Any]:
         out = []

@@ -52,6 +52,7 @@ from .short_loops import stage_long_reductions
 from .small_ints import widen_small_ints
 from .subnormal_logs import scale_subnormal_logs
 from .tensor_bitcasts import route_zero_dim_bitcasts
+from .wide_sums import accumulate_sums_in_float64
 
 _tls = threading.local()
 
@@ -106,7 +107,7 @@ class LoweringContext:
                  emulate_bf16: str | None = None, exact_max_pool: bool = True,
                  int64_extrema: bool = False, nan_checked_extrema: bool = False,
                  positive_zero_sums: bool = False, subnormal_logs: bool = False, float64_erf: bool = False,
-                 short_loops: bool = False) -> None:
+                 short_loops: bool = False, wide_sums: bool = False) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
         f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
 
@@ -136,9 +137,13 @@ class LoweringContext:
         no float64 ``math.erf``).
 
         ``short_loops`` stages reductions over more than 65,535 elements
-        (``lowering/short_loops.py``: lavapipe stops longer loops)."""
+        (``lowering/short_loops.py``: lavapipe stops longer loops).
+
+        ``wide_sums`` accumulates float32 sums and means in float64
+        (``lowering/wide_sums.py``: a float32 running total drifts)."""
         self.graph = graph
         self.short_loops = short_loops
+        self.wide_sums = wide_sums
         self.float64_erf = float64_erf
         self.positive_zero_sums = positive_zero_sums
         self.subnormal_logs = subnormal_logs
@@ -307,6 +312,8 @@ class LoweringContext:
             check_nan_extrema(g)
         if self.short_loops:  # after reduce_constant_sums: a constant's sum needs no loop
             stage_long_reductions(g)
+        if self.wide_sums:
+            accumulate_sums_in_float64(g)
         if self.positive_zero_sums:
             make_zero_sums_positive(g)
         if self.subnormal_logs:
@@ -799,11 +806,11 @@ def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype]
                 emulate_bf16: str | None = None, exact_max_pool: bool = True,
                 int64_extrema: bool = False, nan_checked_extrema: bool = False,
                 positive_zero_sums: bool = False, subnormal_logs: bool = False,
-                float64_erf: bool = False, short_loops: bool = False) -> Computation:
+                float64_erf: bool = False, short_loops: bool = False, wide_sums: bool = False) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
     return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema,
                            nan_checked_extrema, positive_zero_sums, subnormal_logs, float64_erf,
-                           short_loops).build()
+                           short_loops, wide_sums).build()
 
 
 def _is_number(x: Any) -> bool:

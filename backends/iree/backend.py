@@ -180,7 +180,7 @@ class IreeBackend(MlirBackend):
         return {"emulate_bf16": target.emulate_bf16, "int64_extrema": target.int64_extrema,
                 "nan_checked_extrema": target.nan_checked_extrema, "positive_zero_sums": target.positive_zero_sums,
                 "subnormal_logs": target.subnormal_logs, "float64_erf": target.float64_erf,
-                "short_loops": target.short_loops}
+                "short_loops": target.short_loops, "wide_sums": target.wide_sums}
 
     @property
     def flushes_subnormals(self) -> bool:  # type: ignore[override]
@@ -231,7 +231,7 @@ class IreeBackend(MlirBackend):
                  f"positive_zero_sums={self.config.target.positive_zero_sums}",
                  f"subnormal_logs={self.config.target.subnormal_logs}",
                  f"float64_erf={self.config.target.float64_erf}",
-                 f"short_loops={self.config.target.short_loops}"])
+                 f"short_loops={self.config.target.short_loops}", f"wide_sums={self.config.target.wide_sums}"])
         return self._target_identity
 
     def persistent_key(self) -> str:
