@@ -52,6 +52,11 @@ def _adamw(params: Any) -> Any:
     return torch.optim.AdamW(params, lr=1e-3)
 
 
+def _token_loss(m: Any, x: Any, y: Any) -> Any:
+    """An HF model's own loss on token ids ``x`` and labels ``y``."""
+    return m(input_ids=x, labels=y).loss
+
+
 def _tokens(torch: Any, g: Any, batch: int, seq: int) -> Any:
     return torch.randint(0, VOCAB, (batch, seq), generator=g)
 
@@ -116,10 +121,7 @@ def _distilbert(torch: Any, g: Any, batch: int | None) -> tuple:
     n = batch or 8
     batches = [(_tokens(torch, g, n, 64), torch.randint(0, 2, (n,), generator=g)) for _ in range(4)]
 
-    def loss_fn(m: Any, x: Any, y: Any) -> Any:
-        return m(input_ids=x, labels=y).loss
-
-    return model, batches, loss_fn, _adamw
+    return model, batches, _token_loss, _adamw
 
 
 def _gpt2(torch: Any, g: Any, batch: int | None) -> tuple:
@@ -128,10 +130,7 @@ def _gpt2(torch: Any, g: Any, batch: int | None) -> tuple:
     n = batch or 8
     batches = [(ids, ids) for ids in (_tokens(torch, g, n, 64) for _ in range(4))]
 
-    def loss_fn(m: Any, x: Any, y: Any) -> Any:
-        return m(input_ids=x, labels=y).loss
-
-    return model, batches, loss_fn, _adamw
+    return model, batches, _token_loss, _adamw
 
 
 def _t5(torch: Any, g: Any, batch: int | None) -> tuple:
@@ -141,10 +140,7 @@ def _t5(torch: Any, g: Any, batch: int | None) -> tuple:
     n = batch or 8
     batches = [(_tokens(torch, g, n, 48), _tokens(torch, g, n, 16)) for _ in range(4)]
 
-    def loss_fn(m: Any, x: Any, y: Any) -> Any:
-        return m(input_ids=x, labels=y).loss
-
-    return model, batches, loss_fn, _adamw
+    return model, batches, _token_loss, _adamw
 
 
 class _Clipped:
