@@ -235,9 +235,11 @@ class GraphExecutor:
         if views is not None:
             # Views of device data (a gradient after a step): download and view on the host.
             metrics.counter_add("host_view_read")
-            return [self._download(v.node) if v.node.is_leaf()
-                    else view_reads.apply(views[id(v.node), v.index][1], self._download(views[id(v.node), v.index][0]))
-                    for v in values]
+            hosts = []
+            for v in values:
+                leaf, steps = views.get((id(v.node), v.index), (v.node, []))
+                hosts.append(view_reads.apply(steps, self._download(leaf)) if steps else self._download(leaf))
+            return hosts
         if pending:
             # A value read runs every live pending tensor, as mark_step() does,
             # so a loop that reads a value each iteration (generate()'s stopping
@@ -275,7 +277,7 @@ class GraphExecutor:
         views = {}
         for v in pending:
             found = view_reads.chain(v)
-            if found is None:
+            if found is None or not view_reads.worth_downloading(found[0], v):
                 return None
             views[id(v.node), v.index] = found
         if not only_sharing and self.pending_storages():

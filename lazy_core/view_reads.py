@@ -57,6 +57,17 @@ def chain(value: Output) -> tuple[DeviceData, list[Node]] | None:
     return node, nodes[::-1]
 
 
+#: A base larger than this (bytes) is downloaded for a view of it only if the view reads most of it.
+SMALL_BASE = 1 << 20
+
+
+def worth_downloading(leaf: DeviceData, value: Output) -> bool:
+    """Whether downloading ``leaf`` whole costs about what the view's own transfer would: a row
+    of a large table (``table[0]``) is better cut out on the device."""
+    base = leaf.metas[0]
+    return base.nbytes() <= SMALL_BASE or 2 * value.meta.numel() >= base.numel()
+
+
 def apply(nodes: list[Node], base: torch.Tensor) -> torch.Tensor:
     """The chain's value on the host: ``base`` viewed by ``nodes``, as a contiguous copy the
     caller owns."""

@@ -127,3 +127,13 @@ def test_views_that_depend_on_layout_still_run_a_graph(backend: lazy_core.Backen
     lazy_core.metrics.reset()
     assert torch.equal(v.cpu(), x.as_strided((3, 4), (2, 5), 1))
     assert lazy_core.metrics.counter("host_view_read") == 0
+
+
+def test_a_small_view_of_a_large_buffer_is_cut_out_on_the_device(backend: lazy_core.BackendImpl) -> None:
+    x = torch.arange(1 << 19, dtype=torch.float32).reshape(512, 1024)  # 2 MiB
+    base = x.to("lazy") * 1
+    row = base[3]
+    lazy_core.mark_step()
+    lazy_core.metrics.reset()
+    assert torch.equal(row.cpu(), x[3])
+    assert lazy_core.metrics.counter("host_view_read") == 0
