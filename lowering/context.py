@@ -52,7 +52,7 @@ from .short_loops import stage_long_reductions
 from .small_ints import widen_small_ints
 from .subnormal_logs import scale_subnormal_logs
 from .tensor_bitcasts import route_zero_dim_bitcasts
-from .wide_sums import accumulate_sums_in_float64
+from .wide_sums import accumulate_sums_in_float64, widen_decomposed_sums
 
 _tls = threading.local()
 
@@ -298,6 +298,8 @@ class LoweringContext:
 
     def _rewrite(self, g: Graph) -> None:
         """The FX rewrites every op of the computation takes (decompositions' included)."""
+        if self.wide_sums:  # first: the ops it writes take the rewrites below
+            widen_decomposed_sums(g)
         wrap_negative_scatter_indices(g)
         make_scatter_dims_non_negative(g)  # those of decompositions too
         scatter_into_scalars_as_vectors(g)

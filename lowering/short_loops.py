@@ -9,7 +9,7 @@ over the reduced elements, so on iree-vulkan ``ones(65536).sum()`` was 65535,
 65535 per column for every n past it, and ``arange(65536).amax()`` 65534.
 
 With ``short_loops`` (the Vulkan target), a ``sum``, ``mean``, ``amax``,
-``amin``, ``max()`` or ``min()`` over more than ``LOOP_LIMIT`` elements is
+``amin``, ``max()``, ``min()``, ``any`` or ``all`` over more than ``LOOP_LIMIT`` elements is
 rewritten as a chain of reductions over groups of its reduced dims, innermost
 first, each group at most ``STAGE`` elements; a reduced dim longer than
 ``STAGE`` is first split in two (a reshape) at a divisor near its square
@@ -25,11 +25,11 @@ sizes, so a graph seen at two sizes lowered to two structures and automatic
 dynamic dimensions refused it (a loop over 8 sequence lengths compiled 6
 graphs instead of 2).
 
-Left (``docs/conformance.md``): a reduced dim of more than 65,535 elements
-with no divisor between 8 and its square root (a prime length) keeps one
-loop, and other ops that loop over a dim (``argmax``, ``cumsum``, ``sort``, a
-softmax over a longer dim, a matmul with a longer contraction) are not
-staged; on lavapipe those stay wrong past 65,535 elements.
+A reduced dim of more than 65,535 elements with no divisor between 8 and its
+square root (a prime length) cannot be staged, nor can other ops that loop
+(``argmax``, ``cumsum``, ``sort``, a softmax or a matmul over a longer dim):
+``long_loop`` names every such call (``lowering.loop_extents``) and the Vulkan
+target runs it eagerly.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import math
 
 import torch
 from torch.fx import Graph
-from torch.fx import Node as FxNode
 
+from . import loop_extents
 from .fx_rewrite import call_like, calls_on_tensors
 
 __all__ = ["stage_long_reductions"]
@@ -55,8 +55,16 @@ _STAGED = {
     aten.mean.default: aten.sum.dim_IntList, aten.mean.dim: aten.sum.dim_IntList,
     aten.amax.default: aten.amax.default, aten.amin.default: aten.amin.default,
     aten.max.default: aten.amax.default, aten.min.default: aten.amin.default,
+    # ``any``/``all``: the user's, and the device checks of indices (``lazy_core.checks``).
+    aten.any.default: aten.any.dims, aten.any.dim: aten.any.dims, aten.any.dims: aten.any.dims,
+    # torch-mlir has no ``all.dims``: ``all`` is staged as ``not any(not x)``.
+    aten.all.default: aten.any.dims, aten.all.dim: aten.any.dims, aten.all.dims: aten.any.dims,
 }
-_FULL = (aten.sum.default, aten.mean.default, aten.max.default, aten.min.default)
+_ALLS = (aten.all.default, aten.all.dim, aten.all.dims)
+#: Staged for bool inputs only (the device checks' and comparisons'), as IREE compiled them.
+_BOOL_ONLY = (aten.any.default, aten.any.dim, aten.any.dims, *_ALLS)
+_FULL = (aten.sum.default, aten.mean.default, aten.max.default, aten.min.default, aten.any.default,
+         aten.all.default)
 #: Longest running total of a stage.
 STAGE = 256
 
@@ -98,11 +106,14 @@ def _typed(shape: list[int], like: torch.Tensor) -> torch.Tensor:
     return torch.empty(shape, dtype=like.dtype, device="meta")
 
 
-def _reduced_dims(node: FxNode, rank: int) -> list[int]:
-    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
-    if node.target in _FULL or dims is None or list(dims) == []:
+def _dims(op: object, args: tuple, kwargs: dict, rank: int) -> list[int]:
+    """The dims a call of a ``_STAGED`` op reduces."""
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    if isinstance(dims, int):
+        dims = [dims]
+    if op in _FULL or dims is None or list(dims) == []:
         return list(range(rank))
-    return sorted({d % rank for d in dims})
+    return sorted({d % max(rank, 1) for d in dims})
 
 
 def stage_long_reductions(g: Graph) -> bool:
@@ -112,10 +123,11 @@ def stage_long_reductions(g: Graph) -> bool:
         out = node.meta.get("val")
         stage_op = _STAGED[node.target]
         if (not isinstance(out, torch.Tensor) or not all(isinstance(s, int) for s in val.shape)
-                or node.target in _MEANS and out.dtype != val.dtype):
+                or node.target in _MEANS and out.dtype != val.dtype
+                or node.target in _BOOL_ONLY and val.dtype != torch.bool):
             continue
         shape = list(val.shape)
-        dims = _reduced_dims(node, len(shape))
+        dims = _dims(node.target, node.args, node.kwargs, len(shape))
         count = math.prod(shape[d] for d in dims)
         if count <= LOOP_LIMIT:
             continue
@@ -125,8 +137,10 @@ def stage_long_reductions(g: Graph) -> bool:
         new_shape, stages = staged
         with g.inserting_before(node):
             value = x
+            if node.target in _ALLS:
+                value = call_like(g, aten.logical_not.default, (x,), val, node)
             if new_shape != shape:
-                value = call_like(g, aten.view.default, (x, new_shape), _typed(new_shape, val), node)
+                value = call_like(g, aten.view.default, (value, new_shape), _typed(new_shape, val), node)
             current = list(new_shape)
             for stage in stages:
                 current = [1 if i in stage else s for i, s in enumerate(current)]
@@ -134,6 +148,8 @@ def stage_long_reductions(g: Graph) -> bool:
             value = call_like(g, aten.view.default, (value, list(out.shape)), out, node)
             if node.target in _MEANS:
                 value = call_like(g, aten.div.Scalar, (value, count), out, node)
+            if node.target in _ALLS:
+                value = call_like(g, aten.logical_not.default, (value,), out, node)
         node.replace_all_uses_with(value)
         g.erase_node(node)
         changed = True
@@ -146,40 +162,54 @@ def stage_long_reductions(g: Graph) -> bool:
 #: scanned dim (``cumsum`` of 32,768 ones ended ``..., 32766, 0, 0``): half the loop limit.
 SCAN_LIMIT = 32767
 _SCANS = frozenset({aten.cumsum.default, aten.cumprod.default})
-_BOOL_REDUCTIONS = frozenset({aten.any.default, aten.any.dim, aten.any.dims,
-                              aten.all.default, aten.all.dim, aten.all.dims})
-LOOPING_CALLS = _SCANS | _BOOL_REDUCTIONS | {aten.convolution.default}
 
 
-def _dims_of(args: tuple, kwargs: dict, rank: int) -> list[int]:
-    dims = args[1] if len(args) > 1 else kwargs.get("dim")
-    if dims is None:
-        return list(range(rank))
-    dims = [dims] if isinstance(dims, int) else list(dims)
-    return sorted({d % rank for d in dims}) if rank else []
+def may_loop_long(op: object) -> bool:
+    """Whether some call of ``op`` could loop past lavapipe's limit (``long_loop`` must then
+    be asked per call); False for elementwise ops, views, copies and gathers."""
+    return loop_extents.may_loop(op)
 
 
 def long_loop(op: object, args: tuple, kwargs: dict) -> str | None:
-    """Why this call of ``op`` would run a loop past lavapipe's limit in IREE's SPIR-V code
-    (measured wrong: a scan past ``SCAN_LIMIT``, ``any``/``all`` over more than ``LOOP_LIMIT``
-    elements, a convolution whose every output sums more than ``LOOP_LIMIT`` products), or
-    None. Such a call runs eagerly: a right value, not a short loop's."""
-    if op not in LOOPING_CALLS or not args or not isinstance(args[0], torch.Tensor):
+    """Why this call of ``op`` could run a loop past lavapipe's limit in IREE's SPIR-V code, or
+    None. A reduction ``stage_long_reductions`` stages is None; a scan is measured wrong past
+    ``SCAN_LIMIT``; any other call whose ``loop_extents.loop_extent`` passes ``LOOP_LIMIT``
+    (a contraction, a softmax, a norm, an accumulating scatter, a convolution summing that many
+    products per output, ...). Such a call runs eagerly: a right value, not a short loop's."""
+    if not args or not isinstance(args[0], torch.Tensor):
         return None
     shape = list(args[0].shape)
     if op in _SCANS:
         dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
         n = shape[dim % len(shape)] if shape else 1
         return f"scans {n} elements (lavapipe: wrong past {SCAN_LIMIT})" if n > SCAN_LIMIT else None
-    if op in _BOOL_REDUCTIONS:
-        n = math.prod(shape[d] for d in _dims_of(args, kwargs, len(shape)))
-        return f"reduces {n} elements (lavapipe: loops stop at {LOOP_LIMIT})" if n > LOOP_LIMIT else None
+    if op is aten.convolution.default:
+        n = _products_per_output(args)
+    elif op in _STAGED:
+        n = _unstaged_count(op, args, kwargs)
+    else:
+        n = loop_extents.loop_extent(op, args, kwargs)
+    return f"loops over {n} elements (lavapipe: loops stop at {LOOP_LIMIT})" if n > LOOP_LIMIT else None
+
+
+def _unstaged_count(op: object, args: tuple, kwargs: dict) -> int:
+    """The elements a reduction ``stage_long_reductions`` would leave in one loop: 0 when it
+    stages the call, else the reduced count (a long dim with no divisor to split it at, a
+    ``mean`` computing in another dtype)."""
+    x = args[0]
+    dims = _dims(op, args, kwargs, x.dim())
+    count = math.prod(x.shape[d] for d in dims)
+    if count <= LOOP_LIMIT:
+        return 0
+    if op in _MEANS and kwargs.get("dtype") not in (None, x.dtype) or op in _BOOL_ONLY and x.dtype != torch.bool:
+        return count
+    return 0 if _staged_dims(list(x.shape), dims) is not None else count
+
+
+def _products_per_output(args: tuple) -> int:
     weight = args[1] if len(args) > 1 else None
     if not isinstance(weight, torch.Tensor) or weight.dim() < 3:
-        return None
+        return 0
     transposed = bool(args[6]) if len(args) > 6 else False
     groups = int(args[8]) if len(args) > 8 else 1
-    per_output = (weight.shape[0] // max(groups, 1) if transposed else weight.shape[1]) * math.prod(weight.shape[2:])
-    if per_output > LOOP_LIMIT:
-        return f"sums {per_output} products per output (lavapipe: loops stop at {LOOP_LIMIT})"
-    return None
+    return (weight.shape[0] // max(groups, 1) if transposed else weight.shape[1]) * math.prod(weight.shape[2:])

@@ -195,7 +195,7 @@ class IreeBackend(MlirBackend):
         return super().supports_op(op)
 
     def support_depends_on_arguments(self, op: Any) -> bool:
-        return (self.config.target.short_loops and op in short_loops.LOOPING_CALLS
+        return (self.config.target.short_loops and short_loops.may_loop_long(op)
                 or super().support_depends_on_arguments(op))
 
     def supports_call(self, op: Any, args: tuple, kwargs: dict) -> bool:
