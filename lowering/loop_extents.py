@@ -55,7 +55,15 @@ _NO_LOOP = frozenset("""
     hardswish_backward rrelu_with_noise glu prelu _prelu_kernel log_sigmoid_forward
     log_sigmoid_backward glu_backward _prelu_kernel_backward reflection_pad1d_backward
     reflection_pad2d_backward reflection_pad3d_backward replication_pad1d_backward
-    replication_pad2d_backward replication_pad3d_backward
+    replication_pad2d_backward replication_pad3d_backward index_copy index_fill diff
+    _unsafe_masked_index
+""".split())
+
+#: Losses reducing over their input (their gradients are elementwise).
+_LOSSES = frozenset("""
+    mse_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy binary_cross_entropy_with_logits
+    kl_div soft_margin_loss margin_ranking_loss hinge_embedding_loss poisson_nll_loss
+    cosine_embedding_loss triplet_margin_loss
 """.split())
 
 #: Reductions of whole tensors whose schema has no ``dim``.
@@ -209,8 +217,18 @@ def _convolution_backward(args: tuple, kwargs: dict) -> int:
     if grad is None or weight is None:
         return 0
     per_weight = grad.shape[0] * math.prod(grad.shape[2:])  # the weight's and bias's gradients
-    per_input = weight.shape[0] * math.prod(weight.shape[2:])  # the input's
+    per_input = max(weight.shape[0], weight.shape[1]) * math.prod(weight.shape[2:])  # the input's
     return max(int(per_weight), int(per_input))
+
+
+def _except_dim(index: int) -> Callable[[tuple, dict], int]:
+    """``renorm``, weight norm: one norm per slice along the dim at ``args[index]``, over the rest."""
+    def extent(args: tuple, kwargs: dict) -> int:
+        x = _tensor(args[0])
+        if x is None or not x.dim():
+            return 0
+        return x.numel() // max(int(x.shape[int(args[index]) % x.dim()]), 1)
+    return extent
 
 
 def _ignoring_op(f: Callable[[tuple, dict], int]) -> Callable[[Any, tuple, dict], int]:
@@ -242,6 +260,8 @@ def _families() -> dict[str, Callable[[Any, tuple, dict], int]]:
         "_adaptive_avg_pool2d": _adaptive, "_adaptive_avg_pool3d": _adaptive, "adaptive_avg_pool1d": _adaptive,
         "adaptive_max_pool2d": _adaptive, "adaptive_max_pool3d": _adaptive, "adaptive_max_pool1d": _adaptive,
         "convolution_backward": _convolution_backward, "col2im": _window(2),
+        "renorm": _except_dim(2), "_weight_norm_interface": _except_dim(2), "norm_except_dim": _except_dim(2),
+        "_weight_norm": _except_dim(2), "_unsafe_masked_index_put_accumulate": _sources(3),
     }
     for name in ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_linear1d",
                  "upsample_bilinear2d", "upsample_bicubic2d", "upsample_trilinear3d", "_upsample_nearest_exact1d",
@@ -253,14 +273,10 @@ def _families() -> dict[str, Callable[[Any, tuple, dict], int]]:
                  "batch_norm", "_batch_norm_with_update", "_batch_norm_no_update"):
         families[name] = _batch_norm
     families["_native_batch_norm_legit_no_training"] = _ignoring_op(lambda a, k: 0)
-    for name in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
-                 "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss", "multi_margin_loss",
-                 "multilabel_margin_loss_forward", "margin_ranking_loss", "hinge_embedding_loss",
-                 "poisson_nll_loss", "cosine_embedding_loss", "triplet_margin_loss"):
+    for name in _LOSSES:
         families[name] = _loss
     families["nll_loss_forward"] = families["nll_loss2d_forward"] = _nll_loss
-    families["index_put"] = _index_put
-    families["_index_put_impl"] = _index_put
+    families["index_put"] = families["_index_put_impl"] = families["_unsafe_index_put"] = _index_put
     families["scatter"] = _scatter
     return families
 
@@ -281,7 +297,7 @@ def _no_loop(op: Any) -> bool:
         if forward is not None and any(
                 torch.Tag.pointwise in getattr(forward, o).tags for o in forward.overloads()):
             return True  # the gradient of an elementwise op is elementwise
-        if name[: -len("_backward")] in _FAMILIES and "loss" in name:
+        if name[: -len("_backward")] in _LOSSES:
             return True  # a loss's gradient is elementwise
     return False
 

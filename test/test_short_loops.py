@@ -101,6 +101,8 @@ _LONG_CALLS: dict[str, tuple[Callable[..., torch.Tensor], Callable[[], tuple[tor
         lambda s: torch.zeros(3, device=s.device).index_put((_slot_zero(70000).to(s.device),), s, accumulate=True),
         lambda: (_ints(70000),), "index_put"),
     "sum_of_a_prime_length": (lambda x: x.sum(), lambda: (_ints(1048573),), "sum"),
+    # Loops over every dim but one (bounded, not measured short).
+    "renorm_slices_of_70000": (lambda x: x.renorm(2, 1, 100.0), lambda: (_ints(70000, 2),), "renorm"),
 }
 
 
