@@ -365,12 +365,16 @@ class LoweringContext:
         elementwise = result in low and half_accumulation.is_elementwise(node)
         numbers = elementwise and node.op in half_accumulation.ROUNDS_NUMBERS
         opmath_zero_dim = node.op in half_accumulation.SCALAR_OPMATH_OPS
+        cast_first = half_accumulation.cast_to_dtype_operand(node, low)
 
         def conv(lazy_arg: Any, x: Any) -> Any:
             if half_accumulation.is_tensor_operand(lazy_arg):
                 meta = lazy_arg.meta
                 if meta.dtype in low:
                     return self._cast(x, meta, torch.float32)
+                if cast_first is not None:  # the input is converted to ``dtype`` first
+                    x = self._cast(x, meta, cast_first)
+                    return self._cast(x, meta._replace(dtype=cast_first), torch.float32)
                 if not elementwise or meta.dtype in (result, torch.bool) or meta.dtype.is_complex:
                     return x
                 if not (opmath_zero_dim and not meta.shape):

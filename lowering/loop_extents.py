@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["loop_extent", "may_loop"]
+__all__ = ["loop_extent", "may_loop", "scan_extent"]
 
 # Ops whose code has no loop over a dim of their input: each output element reads a fixed
 # number of input elements. (Elementwise ops carry ATen's ``pointwise`` tag and views alias.)
@@ -44,7 +44,9 @@ _NO_LOOP = frozenset("""
     constant_pad_nd reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d
     replication_pad2d replication_pad3d cat stack index_select gather index _unsafe_index take
     embedding slice_scatter select_scatter diagonal_scatter as_strided_scatter flip roll repeat
-    tril triu diag_embed eye masked_scatter pixel_shuffle pixel_unshuffle im2col tile
+    tril triu diag_embed eye pixel_shuffle pixel_unshuffle im2col tile hardswish rsub
+    randn_like rand_like randint_like normal uniform bernoulli exponential geometric log_normal
+    cauchy random native_dropout
     repeat_interleave bucketize searchsorted upsample_nearest1d upsample_nearest2d
     upsample_nearest3d upsample_bilinear2d upsample_linear1d upsample_trilinear3d upsample_bicubic2d
     _upsample_nearest_exact1d _upsample_nearest_exact2d _upsample_nearest_exact3d
@@ -284,9 +286,22 @@ def _families() -> dict[str, Callable[[Any, tuple, dict], int]]:
 _FAMILIES = _families()
 
 
+def _pointwise(op: Any) -> bool:
+    """ATen's ``pointwise`` tag, which in-place overloads (``abs_``, ``eq_.Scalar``) lack: for
+    those, their functional overload's."""
+    if torch.Tag.pointwise in getattr(op, "tags", ()):
+        return True
+    opname = getattr(op, "_opname", "")
+    if not opname.endswith("_") or opname.endswith("__"):
+        return False
+    packet = getattr(torch.ops.aten, opname[:-1], None)
+    functional = getattr(packet, getattr(op, "_overloadname", ""), None) if packet is not None else None
+    return functional is not None and torch.Tag.pointwise in functional.tags
+
+
 def _no_loop(op: Any) -> bool:
     name = _name(op)
-    if name in _NO_LOOP or torch.Tag.pointwise in getattr(op, "tags", ()):
+    if name in _NO_LOOP or _pointwise(op):
         return True
     schema = getattr(op, "_schema", None)
     if schema is not None and schema.returns and all(
@@ -300,6 +315,30 @@ def _no_loop(op: Any) -> bool:
         if name[: -len("_backward")] in _LOSSES:
             return True  # a loss's gradient is elementwise
     return False
+
+
+_SCANS = frozenset({"cumsum", "cumprod"})
+_MASKED_PUTS = frozenset({"index_put", "_index_put_impl", "_unsafe_index_put"})
+
+
+def scan_extent(op: Any, args: tuple, kwargs: dict) -> int:
+    """The length of the scan a call runs, or 0: ``cumsum``/``cumprod`` (in place and ``out=``
+    too) along their dim, and what torch-mlir and lazy-mlir's lowerings compute with a scan over a
+    mask (``masked_scatter``, ``x[mask] = values``: the rank of each true position)."""
+    name = _name(op)
+    x = _tensor(args[0]) if args else None
+    if x is None:
+        return 0
+    if name in _SCANS:
+        dim = _argument(op, args, kwargs, "dim")
+        return int(x.shape[int(dim) % x.dim()]) if x.dim() and dim is not None else x.numel()
+    if name == "masked_scatter":
+        mask = _tensor(args[1]) if len(args) > 1 else None
+        return max(x.numel(), mask.numel() if mask is not None else 0)
+    if name in _MASKED_PUTS and len(args) > 1 and isinstance(args[1], (list, tuple)):
+        masks = [t for t in args[1] if isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8)]
+        return max((t.numel() for t in masks), default=0)
+    return 0
 
 
 def may_loop(op: Any) -> bool:

@@ -99,6 +99,8 @@ def _staged_dims(shape: list[int], dims: list[int]) -> tuple[list[int], list[lis
         group.append(d)
         size *= new_shape[d]
     stages.append(group)
+    if any(math.prod(new_shape[d] for d in stage) > LOOP_LIMIT for stage in stages):
+        return None  # a dim with no divisor to split it at (65,537) still loops past the limit
     return (new_shape, stages) if len(stages) > 1 else None
 
 
@@ -124,6 +126,7 @@ def stage_long_reductions(g: Graph) -> bool:
         stage_op = _STAGED[node.target]
         if (not isinstance(out, torch.Tensor) or not all(isinstance(s, int) for s in val.shape)
                 or node.target in _MEANS and out.dtype != val.dtype
+                or node.kwargs.get("dtype") not in (None, val.dtype)
                 or node.target in _BOOL_ONLY and val.dtype != torch.bool):
             continue
         shape = list(val.shape)
@@ -161,7 +164,6 @@ def stage_long_reductions(g: Graph) -> bool:
 #: IREE's SPIR-V scan (``cumsum``/``cumprod``) came out wrong from 32,768 elements along the
 #: scanned dim (``cumsum`` of 32,768 ones ended ``..., 32766, 0, 0``): half the loop limit.
 SCAN_LIMIT = 32767
-_SCANS = frozenset({aten.cumsum.default, aten.cumprod.default})
 
 
 def may_loop_long(op: object) -> bool:
@@ -178,11 +180,9 @@ def long_loop(op: object, args: tuple, kwargs: dict) -> str | None:
     products per output, ...). Such a call runs eagerly: a right value, not a short loop's."""
     if not args or not isinstance(args[0], torch.Tensor):
         return None
-    shape = list(args[0].shape)
-    if op in _SCANS:
-        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
-        n = shape[dim % len(shape)] if shape else 1
-        return f"scans {n} elements (lavapipe: wrong past {SCAN_LIMIT})" if n > SCAN_LIMIT else None
+    n = loop_extents.scan_extent(op, args, kwargs)
+    if n > SCAN_LIMIT:
+        return f"scans {n} elements (lavapipe: wrong past {SCAN_LIMIT})"
     if op is aten.convolution.default:
         n = _products_per_output(args)
     elif op in _STAGED:
@@ -201,8 +201,8 @@ def _unstaged_count(op: object, args: tuple, kwargs: dict) -> int:
     count = math.prod(x.shape[d] for d in dims)
     if count <= LOOP_LIMIT:
         return 0
-    if op in _MEANS and kwargs.get("dtype") not in (None, x.dtype) or op in _BOOL_ONLY and x.dtype != torch.bool:
-        return count
+    if kwargs.get("dtype") not in (None, x.dtype) or op in _BOOL_ONLY and x.dtype != torch.bool:
+        return count  # staging keeps the input's dtype: a sum with another ``dtype`` is not staged
     return 0 if _staged_dims(list(x.shape), dims) is not None else count
 
 

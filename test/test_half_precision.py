@@ -41,6 +41,9 @@ _REDUCTIONS = {
 #: one workgroup reduction needing 1.9 MB of shared memory (the limit is 32 KB): the graph runs
 #: eagerly, with eager's values.
 _VULKAN_UNCOMPILED = {"batch_norm", "instance_norm"}
+#: iree-vulkan: a loss over all 160,000 elements loops past lavapipe's 65,535 iterations
+#: (``lowering/loop_extents.py``): it runs eagerly, named.
+_VULKAN_EAGER = {"mse_loss": "aten.mse_loss", "smooth_l1_loss": "aten.smooth_l1_loss"}
 
 
 @pytest.mark.parametrize("case", sorted(_REDUCTIONS))
@@ -48,6 +51,8 @@ def test_half_precision_reductions_accumulate_like_eager(backend, case, request)
     if request.node.callspec.id.startswith("iree-vulkan") and case in _VULKAN_UNCOMPILED:
         pytest.skip("iree-vulkan: IREE 3.13 cannot compile float32 batch-norm statistics over 20000 elements "
                     "(1.9 MB of workgroup shared memory, limit 32 KB); the graph runs eagerly")
+    if request.node.callspec.id.startswith("iree-vulkan") and case in _VULKAN_EAGER:
+        request.applymarker(pytest.mark.expect_fallback(_VULKAN_EAGER[case]))
     want = _REDUCTIONS[case](_X).float()
     got = _REDUCTIONS[case](_X.to("lazy")).cpu().float()
     # About two float16 ulps at 1 (eager's CPU kernels round in places in another order:

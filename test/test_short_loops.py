@@ -77,6 +77,13 @@ def _slot_zero(n: int) -> torch.Tensor:
     return torch.zeros(n, dtype=torch.long)
 
 
+def _put_by_mask(x: torch.Tensor, mask: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``y[mask] = values``: the k-th true position takes ``values[k]``, a scan of the mask."""
+    y = x.clone()
+    y[mask] = values
+    return y
+
+
 _N = 131072
 _LONG_CALLS: dict[str, tuple[Callable[..., torch.Tensor], Callable[[], tuple[torch.Tensor, ...]], str]] = {
     "cumsum_32768": (lambda x: x.cumsum(0), lambda: (torch.ones(32768),), "cumsum"),
@@ -101,6 +108,21 @@ _LONG_CALLS: dict[str, tuple[Callable[..., torch.Tensor], Callable[[], tuple[tor
         lambda s: torch.zeros(3, device=s.device).index_put((_slot_zero(70000).to(s.device),), s, accumulate=True),
         lambda: (_ints(70000),), "index_put"),
     "sum_of_a_prime_length": (lambda x: x.sum(), lambda: (_ints(1048573),), "sum"),
+    # Found by an adversarial run of the rule above: a dim staging cannot split beside a short one
+    # (a stage of 65,537), scans in place or into ``out=``, scans over a mask, a sum to another dtype.
+    "sum_65537_by_2": (lambda x: x.sum(), lambda: (torch.ones(65537, 2),), "sum"),
+    "sum_8_times_65537": (lambda x: x.sum(), lambda: (torch.ones(8 * 65537),), "sum"),
+    "amax_65537_by_2": (lambda x: x.amax(), lambda: (torch.arange(131074.0).view(65537, 2),), "amax"),
+    "any_65537_by_2": (lambda x: (x > 0).any(), lambda: (torch.cat([torch.zeros(131073), torch.ones(1)]).view(65537, 2),),
+                       "any"),
+    "cumsum_in_place_40000": (lambda x: x.clone().cumsum_(0), lambda: (torch.ones(40000),), "cumsum_"),
+    "cumsum_out_40000": (lambda x: torch.cumsum(x, 0, out=torch.empty_like(x)), lambda: (torch.ones(40000),), "cumsum"),
+    "masked_scatter_40000": (lambda x, m, s: x.masked_scatter(m, s),
+                             lambda: (torch.zeros(40000), torch.arange(40000) % 2 == 0, torch.arange(40000.0)),
+                             "masked_scatter"),
+    "index_put_mask_40000": (_put_by_mask, lambda: (torch.zeros(40000), torch.arange(40000) % 2 == 0,
+                                                   torch.arange(20000.0)), "index_put_"),
+    "sum_to_half_100000": (lambda x: x.sum(dtype=torch.half), lambda: (torch.full((100000,), 0.25),), "sum"),
     # Loops over every dim but one (bounded, not measured short).
     "renorm_slices_of_70000": (lambda x: x.renorm(2, 1, 100.0), lambda: (_ints(70000, 2),), "renorm"),
 }
@@ -134,6 +156,8 @@ def _short_calls(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         F.layer_norm(rows, (16,)).flatten(),
         rows.amax(-1),
         F.embedding(x[:70000].long().remainder(16), rows[:16]).flatten(),
+        # Elementwise ops ATen does not tag ``pointwise`` (in place ones, ``hardswish``, ``rsub``).
+        F.hardswish(x), x.clone().abs_(), x.clone().eq_(3.0), torch.rsub(x, 1.0), F.mish(x.clone(), inplace=True),
     ])
 
 
