@@ -113,9 +113,11 @@ def _dims(op: object, args: tuple, kwargs: dict, rank: int) -> list[int]:
     dims = args[1] if len(args) > 1 else kwargs.get("dim")
     if isinstance(dims, int):
         dims = [dims]
+    if rank == 0:
+        return []  # a 0-d tensor: its one element (``dim=0`` and ``-1`` name it)
     if op in _FULL or dims is None or list(dims) == []:
         return list(range(rank))
-    return sorted({d % max(rank, 1) for d in dims})
+    return sorted({d % rank for d in dims})
 
 
 def stage_long_reductions(g: Graph) -> bool:

@@ -29,6 +29,7 @@ sum in float64. Norms and ``var`` still accumulate in float32
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -115,6 +116,27 @@ def _softmax(log: bool, dim: int) -> Callable[..., torch.Tensor]:
 _SOFTMAXES = (aten._softmax.default, aten._log_softmax.default)
 
 
+def _reads_a_non_finite_literal(x: FxNode, limit: int = 64) -> bool:
+    """Whether a node within ``limit`` steps above ``x`` takes a NaN or infinite literal (a
+    ``full_like(x, nan)``). Such softmaxes keep their ``_softmax`` form: IREE 3.13 folds a NaN
+    splat's softmax wrongly, and ``backends/iree/miscompiles.py`` refuses a ``linalg.softmax``
+    of such a constant (fuzz seed 4301); written as its parts, the same graph returned stale
+    memory on iree-cpu (``[0.17, 0.33, 0.5, ...]`` for NaNs)."""
+    seen: set[FxNode] = set()
+    todo = [x]
+    while todo and len(seen) < limit:
+        n = todo.pop()
+        if n in seen or n.op != "call_function":
+            continue
+        seen.add(n)
+        for a in (*n.args, *n.kwargs.values()):
+            if isinstance(a, float) and not math.isfinite(a):
+                return True
+            if isinstance(a, FxNode):
+                todo.append(a)
+    return False
+
+
 def _decomposed(node: FxNode) -> tuple[Callable[..., Any], tuple[FxNode, ...], tuple] | None:
     """The function ``widen_decomposed_sums`` writes ``node`` as, its tensor operands and its
     cache key; None if ``node`` is not a float32 op it rewrites."""
@@ -124,6 +146,8 @@ def _decomposed(node: FxNode) -> tuple[Callable[..., Any], tuple[FxNode, ...], t
         return None
     if node.target in _SOFTMAXES:
         if len(args) > 2 and args[2] or vals[0].dim() == 0:  # half_to_float: not a float32 input then
+            return None
+        if _reads_a_non_finite_literal(args[0]):
             return None
         dim = args[1] % vals[0].dim()
         return _softmax(node.target is aten._log_softmax.default, dim), (args[0],), (node.target, dim)

@@ -120,7 +120,10 @@ for name, fn in cases(good=False):
 for name, fn in cases(good=True):
     kind, cpu = run(fn, "cpu")
     lkind, lazy = run(fn, "lazy")
-    same = kind == lkind == "ok" and torch.equal(cpu, lazy)
+    # Floating results within float32 rounding: cross entropy's sums are exact in float64 on the
+    # CPU backends (lowering/wide_sums.py), where eager's float32 total can be an ulp away.
+    same = kind == lkind == "ok" and (torch.equal(cpu, lazy) or cpu.is_floating_point()
+                                      and torch.allclose(cpu, lazy, rtol=1e-6, atol=1e-7))
     print(json.dumps({"case": "good_" + name, "same": same, "lazy": lkind if lkind == "ok" else lazy}), flush=True)
 
 # INT_MIN % -1 traps in hardware (SIGFPE): a number divisor of -1 used to kill
