@@ -1590,8 +1590,16 @@ def _mean_of_integers_in_dtype(node: Node) -> bool:
 
 def _mean_in_dtype(x: torch.Tensor, dim: Any = None, keepdim: bool = False, *,
                    dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Eager's mean with ``dtype``: the input cast to ``dtype``, then averaged."""
+    """Eager's mean with ``dtype``: the input cast to ``dtype``, then averaged. A float16 or
+    bfloat16 ``dtype`` averages in float32 and rounds once, as eager's kernel does (summed in
+    float16, 4,096 ``True`` values averaged to 0.5; a sum past float16's range is no matter)."""
     x = x.to(dtype) if dtype is not None else x
+    if x.dtype in (torch.float16, torch.bfloat16):
+        dims = list(range(x.dim())) if dim is None or isinstance(dim, list | tuple) and len(dim) == 0 else dim
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        count = math.prod(x.shape[d] for d in dims) if x.dim() else 1
+        total = torch.sum(x.float(), dims, keepdim) if x.dim() else x.float()
+        return (total / count).to(x.dtype)
     return torch.mean(x) if dim is None and not keepdim else torch.mean(x, dim, keepdim)
 
 
@@ -2874,11 +2882,17 @@ def _topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True,
 
 
 def _nansum(x: torch.Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``sum`` with each NaN counted as +0.0 (an all-NaN row sums to 0, as eager's)."""
+    """``sum`` with each NaN counted as +0.0 (an all-NaN row sums to 0, as eager's). A float16
+    or bfloat16 result accumulates in float32 and rounds once, as eager's kernel does (summed in
+    float16, 4,096 ones came to 2,048)."""
     if x.is_floating_point():
         x = torch.where(torch.isnan(x), torch.zeros_like(x), x)
     if dim is None or (isinstance(dim, list | tuple) and len(dim) == 0):
         dim = list(range(x.dim()))
+    result = dtype if dtype is not None else x.dtype
+    if result in (torch.float16, torch.bfloat16):
+        wide = x.to(result).float()
+        return (torch.sum(wide, dim, keepdim) if dim else torch.sum(wide)).to(result)
     return torch.sum(x, dim, keepdim, dtype=dtype) if dim else torch.sum(x, dtype=dtype)
 
 

@@ -157,3 +157,28 @@ def test_half_precision_elementwise_ops_round_like_eager(backend, dtype, request
     for name, fn in cases.items():
         want = fn(x)
         torch.testing.assert_close(got[name].cpu(), want, rtol=0, atol=0, equal_nan=True, msg=lambda m, n=name: f"{n}: {m}")
+
+
+#: Half-precision results of integer, bool and float32 inputs (``dtype=``): eager averages and
+#: sums them in float32 and rounds once. In float16 (found by an adversarial run), 4,096 ``True``
+#: values averaged to 0.5, ``nansum`` of 4,096 ones was 2,048 and ``x32.sum(dtype=half)`` of
+#: 100,000 values of 0.25 was 512 (``lowering/decompositions.py``, ``lowering/half_accumulation.py``).
+_HALF_RESULTS = {
+    "mean_of_bools": (lambda t: t.mean(dtype=torch.half), lambda: torch.ones(4096, dtype=torch.bool)),
+    "mean_of_ints_by_row": (lambda t: t.mean(-1, dtype=torch.half), lambda: torch.full((2, 4096), 3)),
+    "mean_of_ints_past_the_range": (lambda t: t.mean(dtype=torch.half),
+                                    lambda: torch.full((28693,), 10, dtype=torch.int32)),
+    "nansum_of_halves": (lambda t: t.nansum(), lambda: torch.ones(4096, dtype=torch.half)),
+    "nansum_to_half": (lambda t: t.nansum(dtype=torch.half), lambda: torch.ones(4096)),
+    "nansum_of_halves_by_column": (lambda t: t.nansum(0), lambda: torch.ones(4096, 2, dtype=torch.half)),
+    "sum_to_half": (lambda t: t.sum(dtype=torch.half), lambda: torch.full((20000,), 0.25)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_HALF_RESULTS))
+def test_half_precision_results_of_other_inputs_accumulate_in_float32(backend, case):
+    op, make = _HALF_RESULTS[case]
+    x = make()
+    got, want = op(x.to("lazy")).cpu(), op(x)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=0)

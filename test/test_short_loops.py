@@ -77,6 +77,12 @@ def _slot_zero(n: int) -> torch.Tensor:
     return torch.zeros(n, dtype=torch.long)
 
 
+def _max_pool_grad(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    x = x.clone().requires_grad_()
+    F.max_pool2d(x, 2).backward(grad)
+    return x.grad
+
+
 def _put_by_mask(x: torch.Tensor, mask: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """``y[mask] = values``: the k-th true position takes ``values[k]``, a scan of the mask."""
     y = x.clone()
@@ -122,6 +128,10 @@ _LONG_CALLS: dict[str, tuple[Callable[..., torch.Tensor], Callable[[], tuple[tor
                              "masked_scatter"),
     "index_put_mask_40000": (_put_by_mask, lambda: (torch.zeros(40000), torch.arange(40000) % 2 == 0,
                                                    torch.arange(20000.0)), "index_put_"),
+    # Found by a second adversarial run: max-pool's gradient (a scatter of every pooled gradient)
+    # came back zeros from flat index 1,617,159 on lavapipe (1024 images of 8x16x16).
+    "max_pool_gradient_of_1024_images": (_max_pool_grad, lambda: (_ints(1024, 8, 16, 16), _ints(1024, 8, 8, 8)),
+                                         "max_pool2d_with_indices_backward"),
     "sum_to_half_100000": (lambda x: x.sum(dtype=torch.half), lambda: (torch.full((100000,), 0.25),), "sum"),
     # Loops over every dim but one (bounded, not measured short).
     "renorm_slices_of_70000": (lambda x: x.renorm(2, 1, 100.0), lambda: (_ints(70000, 2),), "renorm"),
