@@ -27,6 +27,7 @@ The bound is by families, from the op's schema, and errs long:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -67,9 +68,6 @@ _LOSSES = frozenset("""
     kl_div soft_margin_loss margin_ranking_loss hinge_embedding_loss poisson_nll_loss
     cosine_embedding_loss triplet_margin_loss
 """.split())
-
-#: Reductions of whole tensors whose schema has no ``dim``.
-_WHOLE = frozenset("prod median nanmedian trace dist norm std var aminmax".split())
 
 
 def _name(op: Any) -> str:
@@ -302,6 +300,7 @@ def _pointwise(op: Any) -> bool:
     return functional is not None and torch.Tag.pointwise in functional.tags
 
 
+@functools.lru_cache(maxsize=4096)
 def _no_loop(op: Any) -> bool:
     name = _name(op)
     if name in _NO_LOOP or _pointwise(op):
@@ -362,8 +361,6 @@ def loop_extent(op: Any, args: tuple, kwargs: dict) -> int:
         x = _tensor(args[0]) if args else None
         if x is not None and _has_argument(op, "dim"):
             return _dims_product(list(x.shape), _argument(op, args, kwargs, "dim"))
-        if x is not None and name in _WHOLE:
-            return x.numel()
         return max((t.numel() for t in _tensors(args, kwargs)), default=0)
     except (IndexError, TypeError, ValueError):
         return max((t.numel() for t in _tensors(args, kwargs)), default=0)
