@@ -37,6 +37,7 @@ from .decompositions import DECOMPOSED_OPS, MAX_POOL_DECOMPOSED, TENSOR_FORMS, c
 from .decompositions import inline as inline_decomposition
 from .erf64 import expand_float64_erf
 from .errors import LoweringError
+from .float_to_int import guard_float_to_int_casts
 from .fx_meta import fake_tensor as _fake_tensor
 from .fx_meta import meta_tensor as _meta_tensor
 from .fx_meta import set_meta as _set_meta
@@ -300,6 +301,7 @@ class LoweringContext:
         """The FX rewrites every op of the computation takes (decompositions' included)."""
         if self.wide_sums:  # first: the ops it writes take the rewrites below
             widen_decomposed_sums(g)
+        guard_float_to_int_casts(g)  # before the comparison rewrites: its guard is made of them
         wrap_negative_scatter_indices(g)
         make_scatter_dims_non_negative(g)  # those of decompositions too
         scatter_into_scalars_as_vectors(g)

@@ -2207,6 +2207,53 @@ def test_lavapipe_refuses_only_inexact_constant_zero_shortcuts() -> None:
     assert zero_operands_on_spirv(flow("    %2 = arith.mulf %in, %out : f32\n    %3 = arith.addf %2, %cst : f32\n" + yield_3))
 
 
+def _stale_output_buffers() -> None:
+    """Run a graph first, so that a graph that leaves its output unwritten shows other values."""
+    (torch.arange(6.0, device="lazy") / 7).cpu()
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_float_to_int_casts_of_literals_as_eager(name: str) -> None:
+    """A NaN, infinite or out-of-range literal cast to an integer returned the stale contents of
+    the output buffer (``clamp(mask, nan, nan).int()`` gave ``[0, 1041385765, 1049774373]`` for
+    eager's ``-2147483648``) on reference and iree-cpu: LLVM's ``fptosi`` of such a value is
+    poison, folded at compile time, and the store of poison is deleted. The same values passed
+    at run time were right (x86 returns INT_MIN). lowering/float_to_int.py guards each cast."""
+    use_backend(name)
+    mask = torch.tensor([True, False, True])
+    ints = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+    for value in (math.nan, math.inf, -math.inf, 1e10, 3e9, 300.0, -0.9, 70000.0):
+        def casts(m: torch.Tensor, value: float = value) -> list[torch.Tensor]:
+            c = torch.clamp(m, value, value)
+            return [c.to(f).to(i) for f in (torch.float32, torch.float64, torch.float16) for i in ints]
+        _stale_output_buffers()
+        got = casts(lazy(mask))
+        lazy_core.mark_step()
+        for g, w in zip(got, casts(mask), strict=True):
+            assert torch.equal(g.cpu(), w), f"{value} as {w.dtype}: {g.cpu().tolist()}, eager {w.tolist()}"
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(b, id=b, marks=pytest.mark.expect_fallback("compile_error")) if b.startswith("iree")
+    else pytest.param(b, id=b) for b in requested_backends()])
+def test_exp_of_a_nan_literal_through_a_reduction_is_nan(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``(t - t.amax(2, True)).exp()`` of ``t = clamp(mask, nan, nan)`` gave ``[0.0, 0.14, ...]``,
+    the previous graph's output, on iree-cpu (eager: NaN); so did expm1, sigmoid, softplus and
+    silu, after amax, amin or prod. IREE folds the reduction of the NaN literal to NaN, and
+    ``exp``'s expansion converts it to an integer, poison in LLVM: the dispatch's store is
+    deleted. Such a dispatch is refused on IREE (backends/iree/miscompiles.py,
+    ``nan_literal_into_an_int_conversion``) and runs op by op: the named fallback."""
+    _use_refusing_backend(name, monkeypatch)
+    if name.startswith("iree"):
+        monkeypatch.delenv("LAZY_STRICT", raising=False)
+    mask = torch.tensor([[[3, -1, -3]], [[3, -1, 0]]]).bool()
+    for fn in (torch.exp, torch.expm1, torch.sigmoid, F.softplus, F.silu):
+        for reduce in (lambda t: t.amax(2, True), lambda t: t.prod(2, True)):
+            _stale_output_buffers()
+            got = fn(torch.clamp(lazy(mask), math.nan, math.nan) - reduce(torch.clamp(lazy(mask), math.nan, math.nan)))
+            assert got.cpu().isnan().all(), (fn.__name__, got.cpu())
+
+
 @pytest.mark.parametrize("name", [
     pytest.param(b, id=b, marks=pytest.mark.expect_fallback("compile_error")) if b.startswith("iree")
     else pytest.param(b, id=b) for b in requested_backends()])

@@ -581,6 +581,56 @@ def softmax_of_a_special_constant(flow_ir: str) -> list[str]:
     return found
 
 
+
+#: A floating literal as IREE prints it: ``%cst = arith.constant 0x7FC00000 : f32`` or
+#: ``arith.constant dense<0x7FC00000> : tensor<2x3xf32>`` (NaN and infinities are printed in hex).
+_HEX_FLOAT = re.compile(r"(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?P<dense>dense<)?(?P<bits>0x[0-9A-Fa-f]+)>?"
+                        r"\s*:\s*(?:tensor<(?:[\d?]+x)*)?(?P<type>bf16|f16|f32|f64)\b")
+#: Ops whose expansion converts a float to an integer (``exp``'s exponent bits).
+_INT_CONVERTING = re.compile(r"\b(?:math\.(?:exp|exp2|expm1|powf|fpowi)|linalg\.softmax)\b")
+
+
+#: (exponent mask, mantissa mask) of each float type: a NaN has every exponent bit and some mantissa bit.
+_NAN_MASKS = {"f64": (0x7FF0000000000000, 0xFFFFFFFFFFFFF), "f32": (0x7F800000, 0x7FFFFF),
+              "f16": (0x7C00, 0x3FF), "bf16": (0x7F80, 0x7F)}
+
+
+def _is_nan(bits: str, kind: str) -> bool:
+    raw, (exponent, mantissa) = int(bits, 16), _NAN_MASKS[kind]
+    return raw & exponent == exponent and raw & mantissa != 0
+
+
+def _foldable_nan(m: re.Match, section: str) -> bool:
+    """Whether the NaN literal ``m`` can fold into what reads it: a NaN tensor always (its
+    reduction is NaN); a scalar unless only ``arith.select``s read it (a run-time choice)."""
+    if not _is_nan(m["bits"], m["type"]):
+        return False
+    if m["dense"]:
+        return True
+    use = re.compile(re.escape(m["name"]) + r"(?![\w.$-])")
+    readers = [line for line in section.splitlines() if use.search(line) and "arith.constant" not in line]
+    return any("arith.select" not in line for line in readers)
+
+
+def nan_literal_into_an_int_conversion(flow_ir: str) -> list[str]:
+    """The dispatches of ``flow_ir`` that hold a NaN literal next to an op whose expansion
+    converts floats to integers (``exp`` and ops made of it: sigmoid, softplus, SiLU, ...).
+    LLVM defines ``fptosi`` of NaN as poison, and a NaN IREE's folds reach through a reduction
+    (``max(nan, x)`` is NaN) makes ``exp``'s exponent conversion poison: the store of the result
+    is deleted and the dispatch leaves the stale contents of its output buffer
+    (``(t - t.amax(2, True)).exp()`` of ``t = clamp(mask, nan, nan)`` gave ``[0.0, 0.14, 0.29,
+    ...]``, the previous graph's values, on iree-cpu; sigmoid, expm1, softplus and silu alike).
+    The same NaN arriving at run time, a NaN only selected at run time, and infinite literals
+    come out right. (Casts to integers get a guard from the lowering instead,
+    ``lowering/float_to_int.py``.)"""
+    found = []
+    for section in re.split(r"\bflow\.executable\b", _LOC.sub("", flow_ir))[1:]:
+        section = section.split("util.func", 1)[0]
+        nans = [m.group(0) for m in _HEX_FLOAT.finditer(section) if _foldable_nan(m, section)]
+        if nans and (op := _INT_CONVERTING.search(section)) is not None:
+            found.append(f"{nans[0]} with {op.group(0)}")
+    return found
+
 #: The longest sort measured right on SPIR-V (lavapipe, f32 and i32, 1-d and rows of 2-d
 #: tensors: every length up to 264 right, 288 and longer wrong), rounded down.
 _SPIRV_SORT_LIMIT = 256
@@ -620,6 +670,12 @@ def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = (),
         return ("iree_refused_miscompile",
                 "a softmax of a constant holding NaN or an infinity: IREE 3.13 folds the softmax of a NaN "
                 "constant to 0.0, a wrong value, so the graph is not compiled", special[0])
+    poisoned = nan_literal_into_an_int_conversion(flow_ir)
+    if poisoned:
+        return ("iree_refused_miscompile",
+                "a NaN literal in a dispatch with exp (or another op converting floats to integers): "
+                "IREE 3.13's folds make the conversion of the NaN poison and the dispatch returns its output "
+                "buffer's stale contents, a wrong value, so the graph is not compiled", poisoned[0])
     shared = shared_in_place_sorts(flow_ir)
     if shared:
         return ("iree_refused_shared_sort",
