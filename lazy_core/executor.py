@@ -75,10 +75,13 @@ def traced(fn: _F) -> _F:
 
 
 class _CacheEntry:
-    __slots__ = ("executable", "computation", "eager", "graph_name", "error", "layout")
+    __slots__ = ("executable", "computation", "eager", "graph_name", "error", "layout", "loaded")
 
-    def __init__(self, executable: Any, computation: Any, eager: bool, graph_name: str, error: str | None = None):
+    def __init__(self, executable: Any, computation: Any, eager: bool, graph_name: str, error: str | None = None,
+                 loaded: bool = False):
         self.executable = executable
+        #: Loaded from the backend's persistent cache (nothing was lowered or compiled).
+        self.loaded = loaded
         self.computation = computation
         self.eager = eager
         self.graph_name = graph_name
@@ -568,7 +571,7 @@ class GraphExecutor:
             if hit is not None:
                 executable, computation = hit
                 metrics.counter_add("persistent_cache_hit")  # loaded, not compiled
-                return _CacheEntry(executable, computation, False, graph.name)
+                return _CacheEntry(executable, computation, False, graph.name, loaded=True)
             with metrics.timed("lower"):
                 computation = backend.lower(graph)
             with metrics.timed("compile"):

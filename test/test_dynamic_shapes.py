@@ -220,6 +220,35 @@ def test_a_second_process_runs_unseen_sizes_without_compiling(tmp_path, backend_
     assert second.get("compile") == 1 and "dynamic_compile" not in second, second
 
 
+def test_a_graph_loaded_from_disk_is_not_lowered_for_its_sample(tmp_path) -> None:
+    """A warm process's first step lowered every graph it had just loaded from the disk cache,
+    only to keep a sample for a size change that may never come (an MLP's first warm step: 75 of
+    106 ms). Now the first member loaded from disk is not sampled; the next size compiles
+    statically and is sampled, and the third generalizes. Values stay eager's (the script
+    asserts them)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(_TWO_PROCESSES)
+    env = dict(os.environ, LAZY_CACHE_DIR=str(tmp_path / "cache"), LAZY_STRICT="1")
+    env.pop("LAZY_DISK_CACHE", None)
+    results = []
+    for sizes in ("4", "4,6,7,8"):
+        proc = subprocess.run([sys.executable, str(script), "iree-cpu", sizes], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
+        results.append(json.loads(line[len("RESULT"):]))
+    first, second = results
+    assert first.get("compile") == 1 and "dynamic_sample_deferred" not in first, first
+    # 4: loaded, not sampled; 6: compiled statically and sampled; 7: the plan; 8: reused.
+    assert second.get("persistent_cache_hit") == 1 and second.get("dynamic_sample_deferred") == 1, second
+    assert second.get("compile") == 2 and second.get("dynamic_compile") == 1, second
+    assert second.get("dynamic_reuse") == 1, second
+
 def _decode_loop(device: str, steps: int) -> list[float]:
     """generate()'s shape: each iteration reads one value, and before the read
     computes state for the next iteration (a mask grown by one) that the read
