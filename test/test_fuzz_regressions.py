@@ -2238,8 +2238,8 @@ def test_float_to_int_casts_of_literals_as_eager(name: str) -> None:
     else pytest.param(b, id=b) for b in requested_backends()])
 def test_exp_of_a_nan_literal_through_a_reduction_is_nan(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``(t - t.amax(2, True)).exp()`` of ``t = clamp(mask, nan, nan)`` gave ``[0.0, 0.14, ...]``,
-    the previous graph's output, on iree-cpu (eager: NaN); so did expm1, sigmoid, softplus and
-    silu, after amax, amin or prod. IREE folds the reduction of the NaN literal to NaN, and
+    the previous graph's output, on iree-cpu (eager: NaN); so did expm1, sigmoid, softplus,
+    silu and cosh (float32 and float16), after amax, amin or prod. IREE folds the reduction of the NaN literal to NaN, and
     ``exp``'s expansion converts it to an integer, poison in LLVM: the dispatch's store is
     deleted. Such a dispatch is refused on IREE (backends/iree/miscompiles.py,
     ``nan_literal_into_an_int_conversion``) and runs op by op: the named fallback."""
@@ -2247,11 +2247,13 @@ def test_exp_of_a_nan_literal_through_a_reduction_is_nan(name: str, monkeypatch:
     if name.startswith("iree"):
         monkeypatch.delenv("LAZY_STRICT", raising=False)
     mask = torch.tensor([[[3, -1, -3]], [[3, -1, 0]]]).bool()
-    for fn in (torch.exp, torch.expm1, torch.sigmoid, F.softplus, F.silu):
+    for fn in (torch.exp, torch.expm1, torch.sigmoid, F.softplus, F.silu, torch.cosh):
         for reduce in (lambda t: t.amax(2, True), lambda t: t.prod(2, True)):
-            _stale_output_buffers()
-            got = fn(torch.clamp(lazy(mask), math.nan, math.nan) - reduce(torch.clamp(lazy(mask), math.nan, math.nan)))
-            assert got.cpu().isnan().all(), (fn.__name__, got.cpu())
+            for dtype in (torch.float32, torch.float16):
+                _stale_output_buffers()
+                t = torch.clamp(lazy(mask), math.nan, math.nan).to(dtype)
+                got = fn(t - reduce(t))
+                assert got.cpu().isnan().all(), (fn.__name__, dtype, got.cpu())
 
 
 @pytest.mark.parametrize("name", [
