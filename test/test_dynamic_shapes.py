@@ -193,10 +193,9 @@ print("RESULT" + json.dumps(metrics.counters()))
 """
 
 
-@pytest.mark.parametrize("backend_name", ["reference", "iree-cpu"])
-def test_a_second_process_runs_unseen_sizes_without_compiling(tmp_path, backend_name: str) -> None:
-    """The dynamic plan is kept in the disk cache: a new process runs sizes
-    no process saw before with 0 compiles (size 1 is never dynamic: it compiles)."""
+def _processes(tmp_path, backend_name: str, runs: tuple[str, ...]) -> list[dict]:
+    """Run ``_TWO_PROCESSES`` once per entry of ``runs`` (its sizes), one disk cache for all;
+    each process's metric counters."""
     import json
     import os
     import subprocess
@@ -207,13 +206,20 @@ def test_a_second_process_runs_unseen_sizes_without_compiling(tmp_path, backend_
     env = dict(os.environ, LAZY_CACHE_DIR=str(tmp_path / "cache"), LAZY_STRICT="1")
     env.pop("LAZY_DISK_CACHE", None)
     results = []
-    for sizes in ("4,5", "9,11,13,1"):
+    for sizes in runs:
         proc = subprocess.run([sys.executable, str(script), backend_name, sizes], env=env,
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
         results.append(json.loads(line[len("RESULT"):]))
-    first, second = results
+    return results
+
+
+@pytest.mark.parametrize("backend_name", ["reference", "iree-cpu"])
+def test_a_second_process_runs_unseen_sizes_without_compiling(tmp_path, backend_name: str) -> None:
+    """The dynamic plan is kept in the disk cache: a new process runs sizes
+    no process saw before with 0 compiles (size 1 is never dynamic: it compiles)."""
+    first, second = _processes(tmp_path, backend_name, ("4,5", "9,11,13,1"))
     assert first.get("compile") == 2 and first.get("dynamic_compile") == 1, first
     # 9: the plan loaded from disk; 11 and 13: reused; 1: compiled (never dynamic).
     assert second.get("persistent_cache_hit") == 1 and second.get("dynamic_reuse") == 2, second
@@ -226,23 +232,7 @@ def test_a_graph_loaded_from_disk_is_not_lowered_for_its_sample(tmp_path) -> Non
     106 ms). Now the first member loaded from disk is not sampled; the next size compiles
     statically and is sampled, and the third generalizes. Values stay eager's (the script
     asserts them)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    script = tmp_path / "run.py"
-    script.write_text(_TWO_PROCESSES)
-    env = dict(os.environ, LAZY_CACHE_DIR=str(tmp_path / "cache"), LAZY_STRICT="1")
-    env.pop("LAZY_DISK_CACHE", None)
-    results = []
-    for sizes in ("4", "4,6,7,8"):
-        proc = subprocess.run([sys.executable, str(script), "iree-cpu", sizes], env=env,
-                              capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
-        results.append(json.loads(line[len("RESULT"):]))
-    first, second = results
+    first, second = _processes(tmp_path, "iree-cpu", ("4", "4,6,7,8"))
     assert first.get("compile") == 1 and "dynamic_sample_deferred" not in first, first
     # 4: loaded, not sampled; 6: compiled statically and sampled; 7: the plan; 8: reused.
     assert second.get("persistent_cache_hit") == 1 and second.get("dynamic_sample_deferred") == 1, second
