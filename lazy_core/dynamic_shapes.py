@@ -155,7 +155,7 @@ class DynamicShapes:
             if sample is None and getattr(entry, "loaded", False) and not family.deferred:
                 # Loaded from the persistent cache: nothing was lowered, and lowering it now
                 # only for a size that may never change was most of a warm process's first
-                # step (an MLP's: 75 of 106 ms). The next member with other sizes is
+                # step (docs/dynamic-shapes.md). The next member with other sizes is
                 # compiled statically and sampled instead, and the one after it generalizes.
                 family.deferred = True
                 metrics.counter_add("dynamic_sample_deferred")

@@ -228,8 +228,8 @@ def test_a_second_process_runs_unseen_sizes_without_compiling(tmp_path, backend_
 
 def test_a_graph_loaded_from_disk_is_not_lowered_for_its_sample(tmp_path) -> None:
     """A warm process's first step lowered every graph it had just loaded from the disk cache,
-    only to keep a sample for a size change that may never come (an MLP's first warm step: 75 of
-    106 ms). Now the first member loaded from disk is not sampled; the next size compiles
+    only to keep a sample for a size change that may never come (most of an MLP's first warm
+    step). Now the first member loaded from disk is not sampled; the next size compiles
     statically and is sampled, and the third generalizes. Values stay eager's (the script
     asserts them)."""
     first, second = _processes(tmp_path, "iree-cpu", ("4", "4,6,7,8"))

@@ -581,7 +581,6 @@ def softmax_of_a_special_constant(flow_ir: str) -> list[str]:
     return found
 
 
-
 #: A floating literal as IREE prints it: ``%cst = arith.constant 0x7FC00000 : f32`` or
 #: ``arith.constant dense<0x7FC00000> : tensor<2x3xf32>`` (NaN and infinities are printed in hex).
 _HEX_FLOAT = re.compile(r"(?P<name>%[\w.$-]+)\s*=\s*arith\.constant\s+(?P<dense>dense<)?(?P<bits>0x[0-9A-Fa-f]+)>?"
@@ -640,6 +639,7 @@ def nan_literal_into_an_int_conversion(flow_ir: str) -> list[str]:
             found.append(f"{nans[0]} with {ops[0]}")
     return found
 
+
 #: The longest sort measured right on SPIR-V (lavapipe, f32 and i32, 1-d and rows of 2-d
 #: tensors: every length up to 264 right, 288 and longer wrong), rounded down.
 _SPIRV_SORT_LIMIT = 256
@@ -682,9 +682,9 @@ def refusal(flow_ir: str, target_backend: str, flags: tuple[str, ...] = (),
     poisoned = nan_literal_into_an_int_conversion(flow_ir)
     if poisoned:
         return ("iree_refused_miscompile",
-                "a NaN literal in a dispatch with exp (or another op converting floats to integers): "
-                "IREE 3.13's folds make the conversion of the NaN poison and the dispatch returns its output "
-                "buffer's stale contents, a wrong value, so the graph is not compiled", poisoned[0])
+                "a NaN literal in a dispatch with exp, or another math op whose expansion may convert it to "
+                "an integer: IREE 3.13's folds make that conversion poison and the dispatch returns its "
+                "output buffer's stale contents, a wrong value, so the graph is not compiled", poisoned[0])
     shared = shared_in_place_sorts(flow_ir)
     if shared:
         return ("iree_refused_shared_sort",
