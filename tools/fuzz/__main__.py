@@ -100,6 +100,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"{report.counters.get('host_eval', 0)} graphs on the host, "
                   f"{report.counters.get('iree_donating_graphs', 0)} donating IREE executables, "
                   f"{len(report.eager_variances)} equal to eager on other CPU kernels", flush=True)
+            if fallbacks:  # which ops ran eagerly, most frequent first
+                named = sorted(((v, k.split("::", 1)[1]) for k, v in report.counters.items()
+                                if k.startswith("fallback::")), reverse=True)
+                # A compile error's cause, where a backend refused the graph (iree_refused_*).
+                named += sorted(((v, k) for k, v in report.counters.items() if k.startswith("iree_refused_")),
+                                reverse=True)
+                print(f"[fuzz] {backend} seed {seed}: fallbacks " + ", ".join(f"{k} {v}" for v, k in named),
+                      flush=True)
             for i, f in enumerate(report.failures):
                 failed += 1
                 path = os.path.join(args.repro_dir, f"{backend}-seed{seed}-{i}.py")

@@ -326,7 +326,7 @@ def fuzz(config: Config, log: Any = print) -> Report:
             report.seconds = time.perf_counter() - start
             report.programs = n
             report.counters = {k: v for k, v in lazy_core.metrics.counters().items()
-                               if k.startswith(("fallback::", "compile", "cache_", "host_eval", "iree_donat"))}
+                               if k.startswith(("fallback::", "compile", "cache_", "host_eval", "iree_donat", "iree_refused_"))}
         finally:
             for k, v in old_env.items():
                 if v is None:
