@@ -665,8 +665,9 @@ def _source_shaped_like_a_scalar(then: Callable[[_Bound, str, Any], None]) -> Ca
 
 def _refusing_half(kernel: str) -> Callable[[_Bound, str, Any], None]:
     """Refuse a float16 or bfloat16 ``self`` as the CPU kernel does: ``special.erfcx``, ``ndtri``,
-    ``log_ndtr`` and the Bessel functions have no half-precision loop and raise NotImplementedError
-    eagerly; lazy computed their decomposition (lowering/special.py) in float32."""
+    ``log_ndtr`` and the Bessel functions have no half-precision loop and raise
+    NotImplementedError eagerly; lazy computed their decomposition (lowering/special.py) in
+    float32 (J0, J1, Y0, Y1 in half returned numbers: an adversarial run)."""
     names = {torch.float16: "Half", torch.bfloat16: "BFloat16"}
 
     def guard(b: _Bound, op: str, loc: Any) -> None:
@@ -764,7 +765,8 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "_linalg_check_errors": _guard_linalg_errors,
     **{f"special_{fn}": _refusing_half(f"{fn}_cpu") for fn in (
         "erfcx", "log_ndtr", "ndtri", "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
-        "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0")},
+        "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0",
+        "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1")},
     **{f"special_{fn}": _refusing_half_polynomial(f"{fn}_cpu") for fn in (
         *(f"{s}chebyshev_polynomial_{k}" for s in ("", "shifted_") for k in "tuvw"),
         "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")},

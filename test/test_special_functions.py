@@ -135,3 +135,16 @@ def test_float64_bessel_functions_run_eagerly(backend: lazy_core.BackendImpl, re
     x = torch.tensor([-3.0, 0.0, 0.5, 4.0, 12.0, 1e6], dtype=torch.float64)
     for fn in BESSEL.values():
         torch.testing.assert_close(fn(x.to("lazy")).cpu(), fn(x), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", BESSEL)
+def test_half_bessel_functions_raise_like_eager(backend: lazy_core.BackendImpl, name: str) -> None:
+    """Eager has no float16/bfloat16 loop for J0, J1, Y0 and Y1 and raises; lazy
+    returned numbers computed in float32 (adversarial run). The lazy call raises eager's error."""
+    fn = getattr(S, name)
+    for dtype in (torch.float16, torch.bfloat16):
+        x = torch.tensor([0.5, 2.0], dtype=dtype)
+        with pytest.raises(NotImplementedError, match=f'"{name}_cpu" not implemented for'):
+            fn(x)
+        with pytest.raises(NotImplementedError, match=f'"{name}_cpu" not implemented for'):
+            fn(x.to("lazy"))
