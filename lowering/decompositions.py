@@ -72,7 +72,7 @@ from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
 
 aten = torch.ops.aten
 
-_MEDIANS = (aten.median.dim, aten.median.default, aten.nanmedian.default)
+_MEDIANS = (aten.median.dim, aten.median.default, aten.nanmedian.default, aten.nanmedian.dim)
 
 #: Ops lowered through the NaN-aware decompositions at the end of this file.
 NAN_DECOMPOSED_OPS = (
@@ -103,9 +103,10 @@ NAN_DECOMPOSED_OPS = (
     # ``median``: no torch-dialect op, so every graph holding one was cut around an eager call.
     # Through the NaN-aware sort; ``median()`` of an empty tensor is eager's filler (_median);
     # ``median(dim)`` only over a non-empty reduction (_ONLY_WHEN: eager raises for an empty one).
-    # ``nanmedian()`` (a value, no index) the same way, over the numbers that are not NaN
-    # (_nanmedian). ``nanmedian(dim)`` stays eager: for an all-NaN row the CPU kernel's index is
-    # wherever its nth_element left a NaN (5 of 7 in one test).
+    # ``nanmedian()`` and ``nanmedian(dim)`` the same way, over the numbers that are not NaN
+    # (_nanmedian, _nanmedian_dim); for a row of NaNs only, the CPU kernel's index is wherever
+    # its nth_element left a NaN (5 in a row of 7, 7 in a row of 9) and here the first NaN's
+    # (docs/conformance.md: results eager does not specify).
     *_MEDIANS,
     # ``kthvalue``: torch-mlir lowers it to ``tm_tensor.topk``, which IREE rejects ("region block
     # must end with a linalg_ext.yield i1"), and whose ordered comparisons put a NaN anywhere: on
@@ -2528,6 +2529,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten._embedding_bag_backward.default: _plain_embedding_bag,
     aten._embedding_bag_per_sample_weights_backward.default: _plain_embedding_bag,
     aten.median.dim: _nonempty_median,
+    aten.nanmedian.dim: _nonempty_median,
     # An empty input too: eager's filler (_median).
     aten.median.default: lambda node: True,
     aten.kthvalue.default: _kthvalue_in_range,
@@ -2952,6 +2954,22 @@ def _nanmedian(x: torch.Tensor) -> torch.Tensor:
     return values.gather(0, at).reshape(())
 
 
+def _nanmedian_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The lower median of each row's numbers that are not NaN and its index, read from the
+    stable NaN-last sort as ``_median_dim`` reads it (ties by index). A row of NaNs only gives
+    NaN and the index of its first NaN (eager's index there is implementation-defined)."""
+    if x.dim() == 0 or not x.is_floating_point():
+        return _median_dim(x, dim, keepdim)
+    d = dim % x.dim()
+    values, indices = _sort(x, d)
+    numbers = (~torch.isnan(x)).sum(d, keepdim=True)
+    at = (numbers - 1).clamp(min=0) >> 1
+    values, indices = values.gather(d, at), indices.gather(d, at)
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return values, indices
+
+
 def _median_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The lower median along ``dim`` (the ``(n - 1) // 2``-th smallest) and its index, as the CPU
     kernel picks them: read from the stable NaN-last sort (``_sort``); among equal numbers the
@@ -2998,6 +3016,7 @@ def _nan_table() -> dict[Any, Callable]:
         aten.median.dim: _median_dim,
         aten.median.default: _median,
         aten.nanmedian.default: _nanmedian,
+        aten.nanmedian.dim: _nanmedian_dim,
         aten.kthvalue.default: _kthvalue,
     }
 

@@ -1393,11 +1393,32 @@ def test_frexp_compiles_bit_exact(compiling: str, dtype: torch.dtype) -> None:
     assert _fallbacks() == {}
 
 
+def test_nanmedian_along_a_dim_compiles(compiling: str) -> None:
+    """``nanmedian(dim)`` ran eagerly and cut the graph (issue 15's OpInfo sweep: ``nanmedian``,
+    ``masked.median``): each row's lower median of its numbers and the CPU kernel's index (ties by
+    index), read from the stable NaN-last sort. A row of NaNs only gives NaN; its index is not
+    compared (eager's is wherever its nth_element left a NaN: 5 in a row of 7)."""
+    nan = math.nan
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 3, (24, 9), generator=g).float()  # tie-heavy
+    x[torch.rand(24, 9, generator=g) < 0.3] = nan
+    x[3] = nan
+    cases = [(x, 1, False), (x, 0, True), (x.reshape(4, 6, 9), -2, False), (x[:, 0], 0, False),
+             (torch.randint(-3, 3, (8, 5), generator=g), 1, False)]
+    got = [c.to("lazy").nanmedian(d, keepdim=k) for c, d, k in cases]
+    lazy_core.mark_step()
+    for (c, d, k), result in zip(cases, got):
+        want = c.nanmedian(d, keepdim=k)
+        values, indices = result.values.cpu(), result.indices.cpu()
+        torch.testing.assert_close(values, want.values, rtol=0, atol=0, equal_nan=True)
+        numbers = ~torch.isnan(c).all(d, keepdim=k) if c.is_floating_point() else torch.ones_like(indices, dtype=torch.bool)
+        assert torch.equal(indices[numbers], want.indices[numbers]), (d, k)
+    assert _fallbacks() == {}
+
 def test_nanmedian_of_a_whole_tensor_compiles(compiling: str) -> None:
     """``nanmedian()`` ran eagerly and cut the graph (issue 15's OpInfo sweep): the lower median
     of the numbers that are not NaN, from the NaN-last sort; all NaN gives NaN, an empty tensor
-    and integers give what eager gives. (``nanmedian(dim)`` stays eager: eager's index for an
-    all-NaN row is wherever its selection left a NaN.)"""
+    and integers give what eager gives."""
     nan = math.nan
     g = torch.Generator().manual_seed(2)
     cases = [torch.tensor([1.0, nan, 3.0, 2.0]), torch.tensor([nan] * 3), torch.tensor([]),

@@ -172,8 +172,8 @@ class TargetSpec:
     #: decomposition does not compile for this target, and a graph that fails to compile runs
     #: op by op whole. ``median`` on vulkan-spirv: IREE 3.13 crashes (signal 11 in
     #: GPUDistributeSharedMemoryCopyPass) or fails ("rank > 1 should be broken down") on the
-    #: sort it is read from, for most shapes ([4, 9], [64, 8], [64]); ``kthvalue`` is read from
-    #: the same sort.
+    #: sort it is read from, for most shapes ([4, 9], [64, 8], [64]); ``nanmedian(dim)`` and
+    #: ``kthvalue`` are read from the same sort.
     eager_ops: frozenset[str] = frozenset()
     #: ``BackendImpl.flushes_subnormals``. IREE's CPU runtime (3.13) switches on
     #: flush-to-zero and denormals-are-zero on every thread that runs a dispatch
@@ -189,7 +189,7 @@ _NO_MEMOIZATION = "--iree-hal-memoization=false"
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",
                     (*_CORRECTNESS, _NO_MEMOIZATION), int64_extrema=True, nan_checked_extrema=True, positive_zero_sums=True,
                     subnormal_logs=True, short_loops=True,
-                    eager_ops=frozenset({"aten::median.dim", "aten::median", "aten::kthvalue"}))
+                    eager_ops=frozenset({"aten::median.dim", "aten::median", "aten::nanmedian.dim", "aten::kthvalue"}))
 CUDA = TargetSpec("iree-cuda", "cuda", "cuda", "CUDA", _CORRECTNESS)
 TARGETS = {t.backend_name: t for t in (CPU, VULKAN, CUDA)}
 
