@@ -7,12 +7,18 @@ its own driver process, which spawns the ranks; rank 0 reports.
 * ``eager``: the model on the CPU, stock DDP;
 * ``lazy-mlir/<backend>``: the model on ``lazy``, stock DDP; each bucket's
   all-reduce is a cut (``lazy_core.distributed``), the optimizer step one
-  graph at ``mark_step()``.
+  graph at ``mark_step()``. The cut only issues the all-reduce: its result
+  arrives in the background while the rest of the backward is traced and
+  run (``lazy_core.collective_queue``);
+* ``lazy-mlir/<backend>:sync``: the same with ``LAZY_DIST_ASYNC=0``: each cut
+  waits for its communication. The difference is the overlap.
 
 Reported per system: median ms/step after warm-up (wall, rank 0, each step
-ends when its results are ready), time in collectives per step (lazy: the
-host all-reduce including the copy out and back), graphs per step, compiles
-after warm-up, and the max parameter difference from eager after the run.
+ends when its results are ready), the time the training thread spent in
+collective calls per step (lazy: the segment's results copied out, the
+all-reduce issued, and, for ``:sync``, waited for), the time collectives
+were in flight on the communication thread, graphs per step, compiles after
+warm-up, and the max parameter difference from eager after the run.
 
 Models: MLP 784-256-128-10 (global batch 64, SGD); tiny BERT (hidden 128,
 2 layers, 2 heads, global batch 8 x 64 tokens, AdamW), as in train_step.py.
@@ -34,7 +40,7 @@ from typing import Any
 import _common as C
 
 MODELS = ("mlp", "bert")
-SYSTEMS = ("eager", "lazy-mlir/iree-cpu")
+SYSTEMS = ("eager", "lazy-mlir/iree-cpu", "lazy-mlir/iree-cpu:sync")
 
 
 def build(model_name: str, world: int, steps: int) -> tuple[Any, list[tuple[Any, Any]], Any, Any]:
@@ -75,11 +81,12 @@ def build(model_name: str, world: int, steps: int) -> tuple[Any, list[tuple[Any,
     return model, batches, bert_loss, adamw
 
 
-def _collective_seconds() -> float:
-    """Seconds spent in collectives on lazy tensors so far (lazy_core's ``collective`` timer)."""
+def _timer_seconds(name: str) -> float:
+    """Seconds recorded so far by lazy_core timer ``name`` (``collective``: the calls on the
+    training thread; ``collective_in_flight``: waits of the communication thread)."""
     import lazy_core
 
-    return lazy_core.metrics.snapshot()["timers"].get("collective", (0, 0.0))[1]
+    return lazy_core.metrics.snapshot()["timers"].get(name, (0, 0.0))[1]
 
 
 def rank_main(rank: int, world: int, port: int, args: argparse.Namespace, out: str) -> None:
@@ -91,6 +98,8 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace, out: s
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     lazy = args.system.startswith("lazy-mlir/")
     if lazy:
+        if args.system.endswith(":sync"):
+            os.environ["LAZY_DIST_ASYNC"] = "0"
         import lazy_core
         from lazy_core.dist_setup import limit_threads
 
@@ -99,18 +108,19 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace, out: s
         torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     if lazy:
-        lazy_core.init(args.system.split("/", 1)[1])
+        lazy_core.init(args.system.split("/", 1)[1].split(":")[0])
     device = "lazy" if lazy else "cpu"
     model, batches, loss_fn, make_opt = build(args.model, world, args.warmup + args.steps)
     model = model.to(device)
     ddp = DDP(model)
     opt = make_opt(ddp.parameters())
-    times, comm, graphs = [], [], []
+    times, comm, flight, graphs = [], [], [], []
     for i, (x, y) in enumerate(batches):
         share = x.shape[0] // world
         x, y = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
         if lazy:
-            comm_before = _collective_seconds()
+            comm_before = _timer_seconds("collective")
+            flight_before = _timer_seconds("collective_in_flight")
             execs = lazy_core.metrics.counter("execute")
         torch.manual_seed(1000 + 10 * i + rank)  # dropout at its default: the same masks in both runs
         t0 = time.perf_counter()
@@ -127,7 +137,8 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace, out: s
         if i >= args.warmup:
             times.append(dt)
             if lazy:
-                comm.append(_collective_seconds() - comm_before)
+                comm.append(_timer_seconds("collective") - comm_before)
+                flight.append(_timer_seconds("collective_in_flight") - flight_before)
                 graphs.append(lazy_core.metrics.counter("execute") - execs)
     if rank == 0:
         params = {k: v.detach().cpu() for k, v in model.state_dict().items()}
@@ -136,6 +147,7 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace, out: s
             "steps": args.steps, "warmup": args.warmup,
             "step_ms": statistics.median(times) * 1e3, "step_ms_min": min(times) * 1e3,
             "collective_ms": statistics.median(comm) * 1e3 if comm else None,
+            "in_flight_ms": statistics.median(flight) * 1e3 if flight else None,
             "graphs_per_step": statistics.median(graphs) if graphs else None,
             "compiles_after_warmup": (lazy_core.metrics.counter("compile") - compiles_before) if lazy else None,
             "final_loss": float(loss.detach().cpu()),
@@ -204,12 +216,14 @@ def main() -> None:
         eager = next((r for r in results if r["model"] == model and r["system"] == "eager" and "error" not in r), None)
         for r in (r for r in results if r["model"] == model):
             if "error" in r:
-                rows.append([model, r["system"], C.error_summary(r)] + ["-"] * 5)
+                rows.append([model, r["system"], C.error_summary(r)] + ["-"] * 6)
                 continue
             ratio = r["step_ms"] / eager["step_ms"] if eager else None
-            rows.append([model, r["system"], r["step_ms"], ratio, r.get("collective_ms"), r.get("graphs_per_step"),
+            rows.append([model, r["system"], r["step_ms"], ratio, r.get("collective_ms"), r.get("in_flight_ms"),
+                         r.get("graphs_per_step"),
                          r.get("compiles_after_warmup"), r.get("max_param_diff_vs_eager")])
-    print(C.table(["model", "system", "ms/step", "x eager", "collective ms", "graphs/step", "recompiles",
+    print(C.table(["model", "system", "ms/step", "x eager", "in collective calls ms", "in flight ms",
+                   "graphs/step", "recompiles",
                    "max |dw| vs eager"], rows,
                   title=f"DDP step, {args.world} ranks x {args.threads} thread(s), gloo loopback"))
     path = C.write_json("ddp_step", {"machine": C.machine_info(), "results": results})

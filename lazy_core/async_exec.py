@@ -113,7 +113,8 @@ class PendingBatch:
 
     __slots__ = ("_done", "_waiting", "_error", "_cause", "label", "reported", "worker")
 
-    def __init__(self, label: str, n: int, worker: Worker, fallbacks: list[Any] | None = None) -> None:
+    def __init__(self, label: str, n: int, worker: Worker, fallbacks: list[Any] | None = None,
+                 kind: type[PendingData] | None = None) -> None:
         self._done = threading.Event()
         self._error: LazyExecutionError | None = None
         self._cause: BaseException | None = None
@@ -122,13 +123,15 @@ class PendingBatch:
         self.reported = False
         self.worker = worker
         fallbacks = fallbacks or [None] * n
-        self._waiting: list[PendingData] = [PendingData(self, f) for f in fallbacks]
+        kind = kind or PendingData
+        self._waiting: list[PendingData] = [kind(self, f) for f in fallbacks]
 
     def placeholders(self) -> list[PendingData]:
         """The results' placeholders. Take them before queueing the job: once it ends, the batch forgets them."""
         return list(self._waiting)
 
-    def set(self, values: list[BackendData]) -> None:
+    def set(self, values: list[Any]) -> None:
+        """The results, in order: ``BackendData`` (or what ``kind``'s ``wait`` turns into one)."""
         waiting = self._waiting
         if len(values) != len(waiting):
             self.fail(RuntimeError(f"the backend returned {len(values)} results for {len(waiting)} outputs"))
@@ -275,7 +278,8 @@ class _Job:
 class Worker:
     """One background thread running queued jobs in order (see Note [The runtime cannot deadlock])."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "lazy-exec") -> None:
+        self.name = name
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -311,7 +315,7 @@ class Worker:
                 self._current = None
                 if dead is not None:
                     dead.fail(RuntimeError("the lazy execution worker thread died while running it"))
-                self._thread = threading.Thread(target=self._loop, name="lazy-exec", daemon=True)
+                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
                 self._thread.start()
                 if not self._atexit:
                     self._atexit = True

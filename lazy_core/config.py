@@ -109,6 +109,9 @@ VARIABLES: dict[str, Variable] = {
         Variable("LAZY_CHECKS", "bool", True,
                  "Check indices and integer divisors in compiled graphs; a bad one raises PyTorch's "
                  "error at the next read (off: no checks, out-of-range reads are undefined)."),
+        Variable("LAZY_DIST_ASYNC", "bool", True,
+                 "A collective on lazy tensors returns once issued; its results arrive in the background "
+                 "(lazy_core.collective_queue). Off: it waits for the communication."),
         Variable("LAZY_DIST_CHECK", "str", "",
                  "Rank divergence check before each collective (1/0; unset: on when LAZY_DEBUG is)."),
         Variable("LAZY_DIST_CHECK_TIMEOUT", "int", 120,

@@ -15,6 +15,13 @@ CUDA only), so a collective is a cut in the trace:
    op returns the caller's lazy tensors and a completed ``Work`` whose
    future holds them (what DDP's reducer reads).
 
+Step 2 only *issues* the communication for the collectives in ``IN_FLIGHT``
+(``LAZY_DIST_ASYNC``, on by default): the written tensors get placeholders
+that the communication thread fills (``lazy_core.collective_queue``), so the
+rest of the backward is traced and run while a DDP bucket is all-reduced.
+The returned ``Work`` is complete all the same: its values are lazy tensors,
+and reading one waits, like reading any pending result.
+
 Tracing then continues from device data: the optimizer step after DDP's
 last bucket is one graph at ``mark_step()``.
 
@@ -33,9 +40,10 @@ from typing import Any
 
 import torch
 
-from . import metrics, source_location
+from . import collective_queue, config, metrics, source_location
 from . import tensor as _t
 from .executor import executor
+from .ir import DeviceData, Output, TensorMeta
 
 __all__ = ["CollectiveSpec", "FUNCTIONAL", "HANDLERS", "SPECS", "handle_collective", "handle_functional"]
 
@@ -123,39 +131,54 @@ def handle_collective(func: Any, args: tuple, kwargs: dict) -> Any:
     if dist_check.enabled():
         dist_check.check(name, args, [t for t in lazies if id(t) in read], loc)
 
+    in_flight = name in IN_FLIGHT and bool(config.get("LAZY_DIST_ASYNC"))
     to_read = [t for t in lazies if id(t) in read]
     with executor().reason(f"collective {name}"):
         hosts = executor().to_host_many(to_read, f"collective {name}") if to_read else []
     table: dict[int, torch.Tensor] = {}
     for t, h in zip(to_read, hosts, strict=True):
         h = h.detach()
-        # Host copies may alias device buffers (shared by other tensors): the
-        # collective writes into a private copy.
-        table[id(t)] = h.clone() if id(t) in written else h
+        # Host copies may alias device buffers (shared by other tensors): the collective
+        # writes into a private copy, and one still being read when the call returns
+        # must not be a buffer the next execution may donate and overwrite.
+        table[id(t)] = h.clone() if id(t) in written or in_flight else h
     for t in lazies:
         if id(t) not in table:
             table[id(t)] = torch.empty(tuple(t.shape), dtype=t.dtype)
     host_args = _substitute(args, table)
     host_kwargs = {k: _substitute(v, table) for k, v in kwargs.items()}
+    outputs = [t for t in lazies if id(t) in written]
     with metrics.timed("collective"):
         result = func(*host_args, **host_kwargs)
-        _wait_all(result)
+        works: list[Any] = []
+        _works(result, works)
+        if not in_flight:
+            for w in works:
+                w.wait()
     metrics.counter_add(f"collective::{name}")
-    outputs: list[_t.LazyTensor] = []
-    for t in lazies:
-        if id(t) in written:
+    if in_flight:
+        backend = _t.active_backend()
+        device = backend.default_device()
+        received = collective_queue.issue(
+            f"collective {name} at {loc}" if loc else f"collective {name}", works,
+            [table[id(t)] for t in outputs], lambda h: backend.make_backend_data(h, device))
+        for t, data in zip(outputs, received, strict=True):
+            h = table[id(t)]
+            t._lz_assign(Output(DeviceData(data, TensorMeta.of(h), loc)))
+    else:
+        for t in outputs:
             t._lz_assign(_t.upload(table[id(t)], loc))
-            outputs.append(t)
     back = {id(table[id(t)]): t for t in lazies}
     return _restore(result, back, outputs)
 
 
-def _wait_all(result: Any) -> None:
+def _works(result: Any, out: list[Any]) -> None:
+    """The ``Work`` objects in a ``c10d`` op's result."""
     if isinstance(result, torch.ScriptObject):
-        torch._C._distributed_c10d.Work.unbox(result).wait()
+        out.append(torch._C._distributed_c10d.Work.unbox(result))
     elif isinstance(result, list | tuple):
         for r in result:
-            _wait_all(r)
+            _works(r, out)
 
 
 def _completed_work(values: list[torch.Tensor]) -> Any:
@@ -177,6 +200,16 @@ def _restore(x: Any, back: dict[int, _t.LazyTensor], outputs: list[_t.LazyTensor
     if isinstance(x, tuple):
         return tuple(_restore(v, back, outputs) for v in x)
     return x
+
+
+#: Collectives that return once issued (``LAZY_DIST_ASYNC``, lazy_core.collective_queue):
+#: each rank's result arrives while tracing and the next segment go on. Barriers,
+#: point-to-point and rooted gather/scatter wait, as in eager.
+IN_FLIGHT = frozenset({
+    "allreduce_", "allreduce_coalesced_", "broadcast_", "reduce_", "allgather_", "_allgather_base_",
+    "allgather_coalesced_", "allgather_into_tensor_coalesced_", "reduce_scatter_", "_reduce_scatter_base_",
+    "reduce_scatter_tensor_coalesced_", "alltoall_", "alltoall_base_",
+})
 
 
 # -- functional collectives (torch.distributed._functional_collectives, DTensor) -------------

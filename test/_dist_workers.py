@@ -81,6 +81,10 @@ def suite(rank: int, world: int, port: int, out: str, backends: list[str]) -> di
         group = lazy_group if i % 2 else None
         timed(f"collectives/{backend}", dict(collectives(rank, world, group), group="lazy" if group else "gloo"))
     timed("ddp", train_ddp(rank, out, backends, steps=10, global_batch=16))
+    for backend in backends:
+        lazy_core.init(backend)
+        timed(f"in_flight/{backend}", in_flight(rank, delay=3.0))
+    timed("in_flight_failure", in_flight_failure(rank, timeout=3.0))
     os.environ["LAZY_DIST_CHECK"] = "1"
     timed("diverge/different_graph", diverge(rank, "different_graph"))
     os.environ["LAZY_DIST_CHECK_TIMEOUT"] = "3"
@@ -266,6 +270,51 @@ def train_ddp(rank: int, out: str, backends: list[str], steps: int, global_batch
                 torch.save(ddp.module.state_dict(), os.path.join(out, f"ckpt-{backend}.pt"))
             dist.barrier()
     return res
+
+
+def in_flight(rank: int, delay: float) -> dict:
+    """Rank 1 reaches an all_reduce ``delay`` s after rank 0: rank 0's call returns at once and
+    runs another graph meanwhile; only reading the result waits (lazy_core.collective_queue)."""
+    import lazy_core
+
+    def other() -> float:  # a graph that does not read the collective's tensor
+        return (torch.ones(4, 4).to("lazy") @ torch.full((4, 4), 2.0).to("lazy")).sum().item()
+
+    other()  # compiled before the clock starts
+    t = torch.arange(6.0).to("lazy") * (rank + 1)
+    lazy_core.mark_step()
+    before = lazy_core.metrics.counter("collective_async")
+    dist.barrier()
+    if rank == 1:
+        time.sleep(delay)
+    start = time.monotonic()
+    dist.all_reduce(t)
+    issued = time.monotonic() - start
+    computed = other()
+    ran_other = time.monotonic() - start
+    value = t.cpu()
+    return {"issued": issued, "ran_other": ran_other, "read": time.monotonic() - start, "value": value,
+            "other": computed, "async": lazy_core.metrics.counter("collective_async") - before}
+
+
+def in_flight_failure(rank: int, timeout: float) -> dict:
+    """Rank 1 never joins rank 0's all_reduce on a group with a ``timeout`` s limit: the call
+    returned, so rank 0's read must raise the process group's error, not hang or return stale data."""
+    from datetime import timedelta
+
+    group = dist.new_group(timeout=timedelta(seconds=timeout))
+    t = torch.ones(3).to("lazy") * 5
+    start = time.monotonic()
+    raised = None
+    if rank == 0:
+        try:
+            dist.all_reduce(t, group=group)  # LAZY_DIST_ASYNC=0: raises here
+            t.cpu()
+        except RuntimeError as e:
+            raised = f"{type(e).__name__}: {e}"
+    else:
+        time.sleep(timeout + 3)
+    return {"raised": raised, "seconds": time.monotonic() - start}
 
 
 def diverge(rank: int, mode: str) -> dict:

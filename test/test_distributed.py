@@ -188,6 +188,32 @@ def test_bucket_slot_views_lower_and_match_cpu(backend: lazy_core.BackendImpl) -
     assert lazy_core.metrics.counter("fallback::compile_error") == 0
 
 
+# -- collectives in flight -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_collective_returns_before_its_peer_arrives(backend: str, ranks: tuple[list[dict], str]) -> None:
+    """Rank 1 is 3 s late to an all_reduce. Rank 0's call returns at once and a graph that does not
+    read the result runs meanwhile; reading the result waits for rank 1 and gives the sum."""
+    results = _results(ranks, f"in_flight/{backend}")
+    want = torch.arange(6.0) * 3
+    for res in results:
+        torch.testing.assert_close(res["value"], want, rtol=0, atol=0)
+        assert res["other"] == 128.0 and res["async"] == 1, res
+    first = results[0]
+    assert first["issued"] < 1.0 and first["ran_other"] < 1.5, first
+    assert first["read"] > 2.0, first  # it did wait for rank 1
+
+
+def test_a_failed_collective_in_flight_raises_at_the_read(ranks: tuple[list[dict], str]) -> None:
+    """Rank 1 never joins (3 s group timeout): rank 0's all_reduce returned, and its read raises the
+    process group's error instead of hanging or returning the unreduced value."""
+    results = _results(ranks, "in_flight_failure")
+    first = results[0]
+    assert first["raised"] is not None and "Timed out" in first["raised"], first
+    assert first["seconds"] < 30, first
+
+
 # -- rank divergence check -------------------------------------------------------------------
 
 
