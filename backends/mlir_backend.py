@@ -66,6 +66,10 @@ class MlirBackend(BackendImpl):
     def admits(self, plan: lowering.dynamic.Plan, sample: lowering.dynamic.Observation) -> bool:
         return plan.admits(sample)
 
+    def speculate(self, sample: lowering.dynamic.Observation,
+                  sizes: frozenset[int]) -> lowering.dynamic.Plan | None:
+        return lowering.dynamic.speculate(sample, sizes)
+
     def lower_dynamic(self, plan: lowering.dynamic.Plan, graph: LazyGraph) -> lowering.Computation:
         return lowering.dynamic.dynamic_computation(plan, f"{graph.name}_dyn")
 

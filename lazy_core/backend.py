@@ -176,7 +176,8 @@ class BackendImpl(ABC):
     # -- dynamic dimensions (optional, lazy_core.dynamic_shapes) -----------------
     #: Whether the four methods below are implemented. The executor then
     #: compiles a graph family (one program at several sizes) once with
-    #: dynamic dimensions instead of once per size.
+    #: dynamic dimensions instead of once per size (``speculate``, optional,
+    #: compiles a plan before a family's second size is seen).
     supports_dynamic_shapes: bool = False
 
     def shape_sample(self, graph: LazyGraph) -> Any:
@@ -197,6 +198,15 @@ class BackendImpl(ABC):
     def lower_dynamic(self, plan: Any, graph: LazyGraph) -> Any:
         """``plan`` as a computation for ``compile`` (``graph`` is one instance, for names)."""
         raise NotImplementedError
+
+    def speculate(self, sample: Any, sizes: frozenset[int]) -> Any | None:
+        """A plan for ``sample``'s family guessed before a second member is seen:
+        ``sample`` generalized with itself as it would be with the input
+        dimensions whose size is in ``sizes`` changed (another family just went
+        dynamic over those sizes), or None. ``admits`` still decides every reuse,
+        so a wrong guess costs a compile, never a value. Default: None (no
+        speculation)."""
+        return None
 
     def load_plans(self, graph: LazyGraph, donated: dict[int, int] | None = None) -> list[tuple[Any, Any, Any]]:
         """``[(plan, executable, computation)]`` an earlier process compiled for

@@ -20,13 +20,35 @@ sample would cost more than the load): in that process the family goes
 dynamic at its third size, not its second, unless an earlier process left a
 plan.
 
+*Speculation.* A program often runs as a few families that share a size:
+generate() is a prefill graph over the prompt and a decode graph over a KV
+cache of the prompt's length. The decode family goes dynamic within one
+call; the prefill family meets its second length only in the next call,
+which then compiled again. So when a plan compiles, the input sizes it made
+dynamic (their values in its family's sample, e.g. the cache length 5) are
+offered to other families: one is *speculated* when it is static (a sample,
+no plan, no refusal, never speculated), was seen among the last
+``_RECENT`` misses, and has that size both in an input and in an output (it
+*produced* a tensor of that size, which the dynamic family may have
+consumed: the prefill makes the KV cache; a training loop's first step,
+whose outputs are parameters and optimizer state, has the batch size in its
+inputs only and is left alone). The backend's ``speculate`` replays the
+sample with those input dims changed and generalizes the two; the plan
+compiles at once (``dynamic_compile`` and ``dynamic_speculative``) and is
+kept like any plan, on disk too. At most ``_MAX_SPECULATIVE`` per table
+(until ``clear``), ``_SPECULATE_PER_PLAN`` per plan. It is only a guess:
+``admits`` decides every reuse exactly as for any plan, so a wrong guess
+costs one compile (``dynamic_speculative_used`` counts the guesses that
+served a graph), and any failure leaves the family static as before.
+
 A compiled plan is also kept by the backend's persistent cache
 (``load_plans`` / ``store_plan``), so a later process runs sizes it has
 never seen without compiling (its first use counts ``persistent_cache_hit``).
 
 ``LAZY_DYNAMIC=0`` turns it off; ``LAZY_DEBUG=1`` says when a family went
 dynamic (which dims) and when it could not. Counters: ``dynamic_compile``
-(a plan compiled), ``dynamic_reuse`` (a new graph served by a plan without
+(a plan compiled), ``dynamic_speculative`` (of which speculated, see above),
+``dynamic_reuse`` (a new graph served by a plan without
 compiling), ``dynamic_refused`` (two members that are not one function of
 their sizes), ``dynamic_compile_error`` (a plan that did not compile; the
 graph compiled statically).
@@ -50,14 +72,21 @@ _MAX_FAMILIES = 256
 #: Plans kept per family, and members that failed to generalize before a family is left static.
 _MAX_PLANS = 4
 _MAX_REFUSALS = 8
+#: Speculation (module doc): plans compiled per table, per plan that triggers them, and how
+#: recently (in-memory misses ago) a family must have been seen.
+_MAX_SPECULATIVE = 4
+_SPECULATE_PER_PLAN = 2
+_RECENT = 16
 
 
 class _Family:
-    __slots__ = ("sample", "plans", "refusals", "broken", "loaded", "deferred")
+    __slots__ = ("sample", "plans", "refusals", "broken", "loaded", "deferred", "seen", "shapes", "in_sizes",
+                 "out_sizes", "stand_in", "speculated")
 
     def __init__(self) -> None:
         self.sample: Any = None
-        #: [plan, executor cache entry, loaded from disk and not used yet], newest last.
+        #: [plan, executor cache entry, loaded from disk and not used yet, speculated and
+        #: not used yet], newest last.
         self.plans: list[list[Any]] = []
         self.refusals = 0
         #: A plan failed to compile: this family stays static.
@@ -66,22 +95,40 @@ class _Family:
         self.loaded = False
         #: The first member was loaded from the persistent cache and not sampled.
         self.deferred = False
+        #: The table's miss count when this family was last looked up.
+        self.seen = 0
+        #: Of the sampled member: its device-data input shapes, the sizes (>= 2) of its
+        #: inputs and of its outputs, and a graph holding only its names (for speculation).
+        self.shapes: list[tuple[int, ...]] = []
+        self.in_sizes: frozenset[int] = frozenset()
+        self.out_sizes: frozenset[int] = frozenset()
+        self.stand_in: LazyGraph | None = None
+        #: A plan was speculated for it (compiled or not): never again.
+        self.speculated = False
 
 
 class DynamicShapes:
     """The executor's family table (one per executor; used under its lock).
 
     ``make_entry(executable, computation)`` makes an executor cache entry for
-    a plan an earlier process compiled (``BackendImpl.load_plans``).
+    a plan an earlier process compiled (``BackendImpl.load_plans``);
+    ``compile_plan(backend, graph, donated, plan)`` compiles a speculated plan
+    for another family (None: no speculation).
     """
 
-    def __init__(self, make_entry: Callable[[Any, Any], Any]) -> None:
+    def __init__(self, make_entry: Callable[[Any, Any], Any],
+                 compile_plan: Callable[[BackendImpl, LazyGraph, dict[int, int] | None, Any], Any] | None = None
+                 ) -> None:
         self._families: OrderedDict[tuple, _Family] = OrderedDict()
         self._backend: BackendImpl | None = None
         self._make_entry = make_entry
+        self._compile_other = compile_plan
+        self._misses = 0
+        self._speculations = 0
 
     def clear(self) -> None:
         self._families.clear()
+        self._speculations = 0
 
     def _family(self, backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None,
                 create: bool) -> tuple[tuple, _Family | None]:
@@ -96,6 +143,8 @@ class DynamicShapes:
             family = self._families[key] = _Family()
             if len(self._families) > _MAX_FAMILIES:
                 self._families.popitem(last=False)
+        if family is not None:
+            family.seen = self._misses
         return key, family
 
     @staticmethod
@@ -108,6 +157,7 @@ class DynamicShapes:
         graph's lowered sample when one was made (for ``compile``)."""
         if not self.enabled(backend):
             return None, None
+        self._misses += 1
         _, family = self._family(backend, graph, donated, create=True)
         assert family is not None
         if family.broken:
@@ -117,14 +167,14 @@ class DynamicShapes:
             family.loaded = True
             with metrics.timed("load_executable"):
                 loaded = backend.load_plans(graph, donated)
-            family.plans += [[plan, self._make_entry(exe, comp), True] for plan, exe, comp in loaded]
+            family.plans += [[plan, self._make_entry(exe, comp), True, False] for plan, exe, comp in loaded]
         if not family.plans and family.sample is None:
             return None, None
         sample = _sample(backend, graph)
         if sample is None:
             return None, None
         for held in reversed(family.plans):
-            plan, entry, unused = held
+            plan, entry, unused, guessed = held
             if backend.admits(plan, sample):
                 if unused:  # its first use in this process: a load, as metrics counts them
                     held[2] = False
@@ -132,6 +182,9 @@ class DynamicShapes:
                     metrics.counter_add("persistent_cache_hit")
                 else:
                     metrics.counter_add("dynamic_reuse")
+                if guessed:  # a speculated plan's first use: the guess paid off
+                    held[3] = False
+                    metrics.counter_add("dynamic_speculative_used")
                 return entry, sample
         return None, sample
 
@@ -142,7 +195,7 @@ class DynamicShapes:
         compile (``compile_static``), remembering the family either way."""
         if not self.enabled(backend):
             return compile_static()
-        _, family = self._family(backend, graph, donated, create=True)
+        key, family = self._family(backend, graph, donated, create=True)
         assert family is not None
         if family.broken or family.refusals >= _MAX_REFUSALS:
             return compile_static()
@@ -161,6 +214,8 @@ class DynamicShapes:
                 metrics.counter_add("dynamic_sample_deferred")
                 return entry
             family.sample = sample if sample is not None else _sample(backend, graph)
+            if family.sample is not None:
+                _describe(family, graph)
             return entry
         if sample is None:
             sample = _sample(backend, graph)
@@ -183,11 +238,71 @@ class DynamicShapes:
         describe = getattr(plan, "describe", None)
         _say(f"graph {graph.name} recurs with other sizes: compiled once with dynamic dims "
              f"{describe() if describe else ''}".rstrip())
-        family.plans.append([plan, entry, False])
+        family.plans.append([plan, entry, False, False])
         del family.plans[:-_MAX_PLANS]
         with metrics.timed("store_executable"):
             backend.store_plan(graph, donated, plan, entry.computation, entry.executable)
+        sizes = {a for old, new in zip(family.shapes, _input_shapes(graph)) for a, b in zip(old, new) if a != b}
+        self._speculate(backend, family, frozenset(s for s in sizes if s >= 2))
         return entry
+
+    def _speculate(self, backend: BackendImpl, trigger: _Family, sizes: frozenset[int]) -> None:
+        """Compile plans for other static families that share ``sizes`` (the
+        module doc's policy); nothing when anything fails."""
+        if self._compile_other is None or not sizes:
+            return
+        done = 0
+        for key, other in reversed(list(self._families.items())):  # most recently seen first
+            if self._speculations >= _MAX_SPECULATIVE or done >= _SPECULATE_PER_PLAN:
+                return
+            if self._misses - other.seen > _RECENT:
+                return  # the rest were seen even earlier
+            if (other is trigger or other.sample is None or other.plans or other.broken or other.refusals
+                    or other.speculated or other.stand_in is None):
+                continue
+            shared = sizes & other.in_sizes & other.out_sizes
+            if not shared:
+                continue
+            other.speculated = True
+            try:
+                with metrics.timed("dynamic_speculate"):
+                    plan = backend.speculate(other.sample, shared)
+            except Exception:
+                plan = None
+            if plan is None:
+                metrics.counter_add("dynamic_speculation_refused")
+                continue
+            donated = dict(key[1]) or None
+            try:
+                entry = self._compile_other(backend, other.stand_in, donated, plan)
+            except Exception as e:  # the family's real second member still gets its own try
+                metrics.counter_add("dynamic_speculative_error")
+                _say(f"graph {other.stand_in.name}: a speculated dynamic-shape compile failed "
+                     f"({type(e).__name__}); it stays static until its next size")
+                continue
+            done += 1
+            self._speculations += 1
+            metrics.counter_add("dynamic_compile")
+            metrics.counter_add("dynamic_speculative")
+            describe = getattr(plan, "describe", None)
+            _say(f"graph {other.stand_in.name} shares sizes {sorted(shared)} with a graph that went dynamic: "
+                 f"compiled ahead with dynamic dims {describe() if describe else ''}".rstrip())
+            other.plans.append([plan, entry, False, True])
+            with metrics.timed("store_executable"):
+                backend.store_plan(other.stand_in, donated, plan, entry.computation, entry.executable)
+
+
+def _input_shapes(graph: LazyGraph) -> list[tuple[int, ...]]:
+    return [tuple(leaf.metas[0].shape) for leaf in graph.device_data()]
+
+
+def _describe(family: _Family, graph: LazyGraph) -> None:
+    """What speculation needs of a family's sampled member (not the graph itself,
+    which holds its input buffers)."""
+    family.shapes = _input_shapes(graph)
+    family.in_sizes = frozenset(d for shape in family.shapes for d in shape if d >= 2)
+    family.out_sizes = frozenset(d for out in graph.outputs for d in out.meta.shape if d >= 2)
+    family.stand_in = LazyGraph([], [], [], None, _stable=graph.stable_hash, _family=graph.family_key)
 
 
 def _sample(backend: BackendImpl, graph: LazyGraph) -> Any:

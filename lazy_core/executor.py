@@ -115,7 +115,8 @@ class GraphExecutor:
         self._prune_at = 4096
         self._seq = 0
         self._cache: OrderedDict[tuple, _CacheEntry] = OrderedDict()
-        self._dynamic = DynamicShapes(lambda exe, comp: _CacheEntry(exe, comp, False, comp.func_name))
+        self._dynamic = DynamicShapes(lambda exe, comp: _CacheEntry(exe, comp, False, comp.func_name),
+                                      self._compile_plan)
         self._cache_backend: BackendImpl | None = None
         self.cache_size = cache_size or int(config.get("LAZY_CACHE_SIZE"))
         self._last: Any = None

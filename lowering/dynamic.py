@@ -43,7 +43,7 @@ from torch.fx import Node as FxNode
 
 from .computation import ArgInfo, Computation, ResultInfo
 
-__all__ = ["Observation", "Plan", "observe", "unify"]
+__all__ = ["Observation", "Plan", "observe", "speculate", "unify"]
 
 #: An integer argument's expression: the product of dims ``dims`` of value
 #: ``value``, negated when the flag is set.
@@ -262,6 +262,153 @@ def unify(a: Observation, b: Observation) -> Plan | None:
         ints.append(("e", expr))
     plan = Plan(a.structure, ints, dims, a)
     return plan if plan.admits(a) and plan.admits(b) else None
+
+
+def speculate(sample: Observation, sizes: frozenset[int] | set[int], delta: int = 1) -> Plan | None:
+    """A plan for ``sample``'s family before a second member is seen: ``sample``
+    unified with ``sample`` replayed at other sizes (each input dimension whose
+    size is in ``sizes`` grown by ``delta``), or None.
+
+    The replay runs the FX graph on fake tensors. An integer argument that a
+    schema types as a size (``SymInt``, ``SymInt[]``, ``Scalar``; never an
+    ``int`` such as a dim) follows the sizes when it equals, in ``sample``, a
+    dimension, a product of consecutive dimensions of an earlier value, or its
+    negation (the rule ``unify`` uses), and that expression changed in the
+    replay; every other number stays. The plan is a guess: a later member is
+    run by it only if ``Plan.admits`` that member's own lowered graph, so an
+    integer that only coincided with a size costs a compile, never a value.
+    Any failure (an op without a fake kernel, a view whose numel no longer
+    fits, a replay where no size changed) gives None; sizes below 2 are
+    never changed.
+    """
+    if not sample.supported or not sizes:
+        return None
+    try:
+        replayed = _replay(sample, {s for s in sizes if s >= 2}, delta)
+    except Exception:  # anything the fake replay cannot run: no speculation
+        return None
+    if replayed is None:
+        return None
+    return unify(sample, replayed)
+
+
+def _replay(sample: Observation, sizes: set[int], delta: int) -> Observation | None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    out = Graph()
+    new: dict[FxNode, FxNode] = {}
+    vals: dict[FxNode, Any] = {}
+    #: Signed product of consecutive dims of an earlier single-tensor value, in ``sample``
+    #: -> its value in the replay; the first expression that changed, in ``unify``'s order.
+    follows: dict[int, int] = {}
+    changed = False
+
+    def learn(old: tuple[int, ...], now: tuple[int, ...]) -> None:
+        for i in range(len(old)):
+            pa = pb = 1
+            for j in range(i, len(old)):
+                pa *= old[j]
+                pb *= now[j]
+                if pa != pb:
+                    follows.setdefault(pa, pb)
+                    follows.setdefault(-pa, -pb)
+
+    def number(x: Any, is_size: bool) -> Any:
+        if isinstance(x, FxNode):
+            return new[x]
+        if isinstance(x, bool) or not isinstance(x, int):
+            if isinstance(x, list | tuple):
+                return type(x)(number(v, is_size) for v in x)
+            return x
+        return follows.get(x, x) if is_size else x
+
+    def value(x: Any) -> Any:
+        if isinstance(x, FxNode):
+            return vals[x]
+        if isinstance(x, list | tuple):
+            return type(x)(value(v) for v in x)
+        if isinstance(x, dict):
+            return {k: value(v) for k, v in x.items()}
+        return x
+
+    kinds = [a.kind for a in sample.args]
+    packs: set[FxNode] = set()  # scalar packs: their length counts parameters, not data
+    with torch.device("cpu"):
+        for index, node in enumerate(sample.graph.nodes):
+            old = node.meta.get("val")
+            if node.op == "placeholder":
+                if not isinstance(old, torch.Tensor):
+                    return None
+                if len(new) < len(kinds) and kinds[len(new)] == "scalar_pack":
+                    packs.add(node)
+                    shape = list(old.shape)
+                else:
+                    shape = [d + delta if d in sizes else d for d in old.shape]
+                changed |= list(old.shape) != shape
+                with mode:
+                    val = torch.empty(shape, dtype=old.dtype)
+                copy = out.placeholder(node.name)
+            elif node.op == "call_function":
+                # The select of a scalar parameter from its pack takes a position, never a size.
+                sized = _size_arguments(node.target) if not (node.args and node.args[0] in packs) else _NO_SIZES
+                val = args = kwargs = None
+                for attempt in (sized, _NO_SIZES) if sized != _NO_SIZES else (sized,):
+                    args = tuple(number(a, i in attempt[0]) for i, a in enumerate(node.args))
+                    kwargs = {k: number(v, k in attempt[1]) for k, v in node.kwargs.items()}
+                    if not isinstance(old, torch.Tensor | list | tuple):
+                        val = old  # a scalar (a parameter read from its pack): not a size
+                        break
+                    try:
+                        with mode:
+                            val = node.target(*value(args), **value(kwargs))
+                        break
+                    except Exception:
+                        # An integer that only coincided with a size (an index out of range
+                        # once followed): keep it. If the op fails with every number kept,
+                        # the replay fails.
+                        if attempt is _NO_SIZES:
+                            raise
+                copy = out.create_node(node.op, node.target, args, kwargs, name=node.name)
+            elif node.op == "output":
+                out.output(number(node.args[0], False))
+                break
+            else:
+                return None
+            copy.meta["val"] = val
+            new[node], vals[copy] = copy, val
+            if sample.single[index] and isinstance(val, torch.Tensor):
+                learn(sample.dims[index], tuple(int(d) for d in val.shape))
+    if not changed:
+        return None
+    return observe(out)
+
+
+_SIZE_ARGUMENTS: dict[Any, tuple[frozenset[int], frozenset[str]]] = {}
+_NO_SIZES: tuple[frozenset[int], frozenset[str]] = (frozenset(), frozenset())
+
+
+def _size_arguments(target: Any) -> tuple[frozenset[int], frozenset[str]]:
+    """The positions and names of ``target``'s arguments that may carry a size:
+    typed ``SymInt`` (``SymInt[]``, ``SymInt?``) or ``Scalar`` by its schema.
+    Nothing for a target without an ATen schema (``operator.getitem``)."""
+    known = _SIZE_ARGUMENTS.get(target)
+    if known is None:
+        known = _NO_SIZES
+        schema = getattr(target, "_schema", None)
+        if schema is not None:
+            try:
+                from torchgen.model import FunctionSchema
+
+                parsed = FunctionSchema.parse(str(schema).split("::", 1)[-1])
+                sized = {a.name for a in parsed.arguments.flat_all
+                         if a.type.is_symint_like() or str(a.type) in ("Scalar", "Scalar?")}
+                positional = [a.name for a in schema.arguments if not a.kwarg_only]
+                known = (frozenset(i for i, n in enumerate(positional) if n in sized), frozenset(sized))
+            except Exception:
+                pass
+        _SIZE_ARGUMENTS[target] = known
+    return known
 
 
 #: Views whose input is flattened first when it has two dynamic dims (symbolic_graph).

@@ -283,16 +283,18 @@ def test_a_fill_value_is_a_graph_parameter(compiled) -> None:
         assert _made() - before == 1, (dtype, metrics.counters())
 
 
-def test_gpt2_generate_compiles_nothing_at_a_third_prompt_length(monkeypatch, tmp_path) -> None:
+@pytest.mark.parametrize("backend_name", ["reference", "iree-cpu"])
+def test_gpt2_generate_compiles_nothing_at_a_second_prompt_length(monkeypatch, tmp_path, backend_name) -> None:
     """HF GPT-2 greedy generate() with its KV cache (from a config, default
     settings, users' defaults). The first call compiles a fixed number of
-    graphs however many tokens it makes; the second (another prompt length)
-    only the prefill again, dynamically (its ``input_ids[:, -n:]`` is a
-    negated size); the third compiles nothing. Tokens equal eager's."""
+    graphs however many tokens it makes, the prefill's dynamic plan among them
+    (speculated when the decode graph goes dynamic over the cache length, the
+    prompt's length); the second and third calls, at other prompt lengths,
+    compile nothing. Tokens equal eager's."""
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     monkeypatch.setenv("LAZY_HOST_EVAL", "1")  # users' default (lazy_core.host_eval)
-    _activate("reference", monkeypatch, tmp_path)
+    _activate(backend_name, monkeypatch, tmp_path)
     # n_embd=64: weights over host_eval.MAX_ELEMENTS, so the decode steps run on the backend. At 32
     # every weight is small and host-known and the whole of generate() is evaluated on the host
     # (0 compiles on every call: nothing here would be measured).
@@ -308,23 +310,86 @@ def test_gpt2_generate_compiles_nothing_at_a_third_prompt_length(monkeypatch, tm
             return model.generate(ids.to(device), attention_mask=torch.ones_like(ids).to(device),
                                   max_new_tokens=12, min_new_tokens=12, do_sample=False, pad_token_id=0).cpu()
 
+    keys = ("compile", "dynamic_compile", "dynamic_speculative", "dynamic_speculative_used", "host_eval")
     made = []
     for length in (5, 8, 11):
         ids = torch.randint(1, 100, (1, length), generator=torch.Generator().manual_seed(length))
         before = dict(metrics.counters())
         assert torch.equal(generate(lazy, ids, "lazy"), generate(cpu, ids, "cpu"))
         c = metrics.counters()
-        made.append({k: c.get(k, 0) - before.get(k, 0) for k in ("compile", "dynamic_compile", "host_eval")})
-    # Call 1: the prefill and the first two decode steps (the second one dynamic). The last step is
-    # one of them: its ``full((1,), is_done)`` turning True is a lifted fill value (it was a baked
+        made.append({k: c.get(k, 0) - before.get(k, 0) for k in keys})
+    # Call 1: the prefill and the first two decode steps (the second one dynamic), and the
+    # prefill's plan, speculated then (it shares the cache length). The last step is one of
+    # them: its ``full((1,), is_done)`` turning True is a lifted fill value (it was a baked
     # constant, an 8th graph on call 1 and a 4th on call 2). generate()'s 4 argument checks
-    # (``isin(eos, pad).any()``, ``(input_ids < 0).any()`` ...) read values the host holds: they
-    # run on the host (they were 4 more compiles on call 1 and 2 on call 2).
-    assert made[0]["compile"] <= 3 and made[0]["dynamic_compile"] == 1, made
+    # (``isin(eos, pad).any()``, ``(input_ids < 0).any()`` ...) read values the host holds:
+    # they run on the host (they were 4 more compiles on call 1 and 2 on call 2).
+    assert made[0]["compile"] <= 4 and made[0]["dynamic_compile"] == 2, made
+    assert made[0]["dynamic_speculative"] == 1, made
     assert made[0]["host_eval"] >= 4, made
-    assert made[1]["compile"] == made[1]["dynamic_compile"] <= 1, made
+    # Call 2: the prefill at another length is run by the speculated plan (it was 1 compile).
+    assert made[1]["compile"] == 0 and made[1]["dynamic_speculative_used"] == 1, made
     assert made[2]["compile"] == 0, made
     assert not any(k.startswith("fallback::") for k in metrics.counters()), metrics.counters()
+
+
+def _prefill_decode(device: str, n: int, steps: int, keep: int | None = None) -> list[torch.Tensor]:
+    """generate()'s two graphs in small: a prefill that makes a cache of the prompt's
+    length ``n``, then decode steps that each grow it by one. With ``keep``, the prefill
+    reads ``x[:, :keep]``: a constant that equals ``n`` only by coincidence."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, 10, generator=g).to(device)
+    w = torch.randn(10, 10, generator=g).to(device)
+    cache = (x @ w).tanh() if keep is None else (x[:, :keep] * 2).tanh()
+    seen = [cache.sum(0)]
+    if device == "lazy":
+        lazy_core.mark_step()
+    for _ in range(steps):
+        cache = torch.cat([cache, cache[-1:] * 0.5 + 1], 0)
+        seen.append(cache.softmax(0).sum(0))
+        if device == "lazy":
+            lazy_core.mark_step()
+    return [t.cpu() for t in seen]
+
+
+# The CPU backends: on iree-vulkan the decode graph's plan (a softmax over the dynamic dim)
+# does not compile (dynamic_compile_error), so there is nothing to speculate from.
+def test_a_family_sharing_a_size_that_went_dynamic_is_compiled_ahead(compiled_cpu) -> None:
+    """The decode family goes dynamic over the cache length (5); the prefill, which
+    took and made tensors of that length, gets its plan then (speculated), so the
+    next prompt length compiles nothing."""
+    calls = []
+    for n in (5, 8, 11):
+        before = _made()
+        for got, want in zip(_prefill_decode("lazy", n, 3), _prefill_decode("cpu", n, 3)):
+            torch.testing.assert_close(got, want)
+        calls.append(_made() - before)
+    c = metrics.counters()
+    assert calls == [4, 0, 0], (calls, c)
+    assert c.get("dynamic_speculative") == 1 and c.get("dynamic_speculative_used") == 1, c
+
+
+def test_a_speculated_plan_that_is_wrong_is_refused_by_admits(compiled_cpu) -> None:
+    """``x[:, :5]`` with ``x`` of 5 rows: speculation reads the 5 as the row count
+    and makes a plan where the slice follows it. At 8 rows the slice still ends at 5:
+    the plan does not admit that graph, which compiles (a plan of its own); every
+    value equals eager's."""
+    for n in (5, 8, 11):
+        for got, want in zip(_prefill_decode("lazy", n, 3, keep=5), _prefill_decode("cpu", n, 3, keep=5)):
+            torch.testing.assert_close(got, want)
+    c = metrics.counters()
+    assert c.get("dynamic_speculative") == 1 and "dynamic_speculative_used" not in c, c
+    # The prefill's real plan (5 and 8 rows) serves 11 rows.
+    assert c.get("dynamic_compile") == 3, c
+
+
+def test_nothing_is_speculated_when_nothing_went_dynamic(compiled_cpu) -> None:
+    """Graphs that share sizes but never change them: no plan is compiled ahead."""
+    for _ in range(3):
+        for got, want in zip(_prefill_decode("lazy", 5, 1), _prefill_decode("cpu", 5, 1)):
+            torch.testing.assert_close(got, want)
+    c = metrics.counters()
+    assert _made() == 2 and "dynamic_speculative" not in c and "dynamic_compile" not in c, c
 
 
 #: Views of a [b, s, 4] tensor, with b and s both varying (two dynamic dims).
