@@ -120,6 +120,9 @@ VARIABLES: dict[str, Variable] = {
                  "Let compiled steps write new values into dead input buffers (buffer donation)."),
         Variable("LAZY_DYNAMIC", "bool", True,
                  "Compile a graph that recurs at other sizes once, with dynamic dimensions (lazy_core.dynamic_shapes)."),
+        Variable("LAZY_DYNAMIC_SPECULATE", "bool", True,
+                 "When a graph goes dynamic, compile ahead the dynamic plan of a recent graph that made tensors "
+                 "of a size it made dynamic (a generate() prefill; lazy_core.dynamic_shapes)."),
         Variable("LAZY_HOST_EVAL", "bool", True,
                  "At a scalar read, run a small graph of values the host holds on the host instead of "
                  "compiling it (lazy_core.host_eval), and read a view of device data by viewing its "

@@ -45,7 +45,8 @@ A compiled plan is also kept by the backend's persistent cache
 (``load_plans`` / ``store_plan``), so a later process runs sizes it has
 never seen without compiling (its first use counts ``persistent_cache_hit``).
 
-``LAZY_DYNAMIC=0`` turns it off; ``LAZY_DEBUG=1`` says when a family went
+``LAZY_DYNAMIC=0`` turns it off (``LAZY_DYNAMIC_SPECULATE=0`` only the
+speculation); ``LAZY_DEBUG=1`` says when a family went
 dynamic (which dims) and when it could not. Counters: ``dynamic_compile``
 (a plan compiled), ``dynamic_speculative`` (of which speculated, see above),
 ``dynamic_reuse`` (a new graph served by a plan without
@@ -249,7 +250,7 @@ class DynamicShapes:
     def _speculate(self, backend: BackendImpl, trigger: _Family, sizes: frozenset[int]) -> None:
         """Compile plans for other static families that share ``sizes`` (the
         module doc's policy); nothing when anything fails."""
-        if self._compile_other is None or not sizes:
+        if self._compile_other is None or not sizes or not config.get("LAZY_DYNAMIC_SPECULATE"):
             return
         done = 0
         for key, other in reversed(list(self._families.items())):  # most recently seen first
