@@ -99,3 +99,12 @@ def test_custom_backend_trains_like_eager(tmp_path: os.PathLike) -> None:
     assert proc.returncode == 0, _explain(proc)
     assert "max |loss or weight diff| vs eager" in proc.stdout
     assert "compiles 2, cache hits 1, fallbacks 0" in proc.stdout
+
+
+def test_ddp_example_matches_one_cpu_process(tmp_path: os.PathLike) -> None:
+    """examples/ddp.py as users start it (2 ranks, gloo, its default backend): the parameters equal
+    one CPU process trained on the whole batches, and the checkpoint rank 0 saved loads on the CPU."""
+    proc, results = run_example("ddp.py", ["--steps", "8", "--save", os.path.join(tmp_path, "ckpt.pt")], tmp_path)
+    assert proc.returncode == 0, _explain(proc)
+    assert results["match"] and results["max_weight_diff"] <= 1e-4, results
+    assert results["collectives_rank0"].get("collective::allreduce_", 0) >= 8, results
