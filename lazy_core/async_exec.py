@@ -278,8 +278,7 @@ class _Job:
 class Worker:
     """One background thread running queued jobs in order (see Note [The runtime cannot deadlock])."""
 
-    def __init__(self, name: str = "lazy-exec") -> None:
-        self.name = name
+    def __init__(self) -> None:
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -315,7 +314,7 @@ class Worker:
                 self._current = None
                 if dead is not None:
                     dead.fail(RuntimeError("the lazy execution worker thread died while running it"))
-                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+                self._thread = threading.Thread(target=self._loop, name="lazy-exec", daemon=True)
                 self._thread.start()
                 if not self._atexit:
                     self._atexit = True

@@ -131,7 +131,9 @@ def handle_collective(func: Any, args: tuple, kwargs: dict) -> Any:
     if dist_check.enabled():
         dist_check.check(name, args, [t for t in lazies if id(t) in read], loc)
 
-    in_flight = name in IN_FLIGHT and bool(config.get("LAZY_DIST_ASYNC"))
+    # A CPU tensor beside the lazy ones is the caller's own memory, read or written by the
+    # group until the collective ends: that call waits, as eager's would.
+    in_flight = name in IN_FLIGHT and bool(config.get("LAZY_DIST_ASYNC")) and not _has_cpu_tensor(args)
     to_read = [t for t in lazies if id(t) in read]
     with executor().reason(f"collective {name}"):
         hosts = executor().to_host_many(to_read, f"collective {name}") if to_read else []
@@ -170,6 +172,14 @@ def handle_collective(func: Any, args: tuple, kwargs: dict) -> Any:
             t._lz_assign(_t.upload(table[id(t)], loc))
     back = {id(table[id(t)]): t for t in lazies}
     return _restore(result, back, outputs)
+
+
+def _has_cpu_tensor(x: Any) -> bool:
+    if isinstance(x, torch.Tensor):
+        return not isinstance(x, _t.LazyTensor)
+    if isinstance(x, list | tuple):
+        return any(_has_cpu_tensor(v) for v in x)
+    return False
 
 
 def _works(result: Any, out: list[Any]) -> None:

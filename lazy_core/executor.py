@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from . import config, host_constants, host_eval, metrics, source_location, view_reads
+from . import (
+    collective_queue,
+    config,
+    host_constants,
+    host_eval,
+    metrics,
+    source_location,
+    view_reads,
+)
 from .async_exec import (
     LazyExecutionError,
     PendingBatch,
@@ -628,7 +636,9 @@ class GraphExecutor:
 
     # -- misc --------------------------------------------------------------------------
     def wait(self) -> None:
-        """Block until every queued execution has finished; raise a failure not yet raised."""
+        """Block until every collective in flight and every queued execution has finished;
+        raise a failure not yet raised."""
+        collective_queue.drain()
         self._worker.drain()
         raise_failures()
 

@@ -85,6 +85,7 @@ def suite(rank: int, world: int, port: int, out: str, backends: list[str]) -> di
         lazy_core.init(backend)
         timed(f"in_flight/{backend}", in_flight(rank, delay=3.0))
     timed("in_flight_failure", in_flight_failure(rank, timeout=3.0))
+    timed("independent_groups", independent_groups(rank, timeout=20.0))
     os.environ["LAZY_DIST_CHECK"] = "1"
     timed("diverge/different_graph", diverge(rank, "different_graph"))
     os.environ["LAZY_DIST_CHECK_TIMEOUT"] = "3"
@@ -293,8 +294,54 @@ def in_flight(rank: int, delay: float) -> dict:
     computed = other()
     ran_other = time.monotonic() - start
     value = t.cpu()
-    return {"issued": issued, "ran_other": ran_other, "read": time.monotonic() - start, "value": value,
-            "other": computed, "async": lazy_core.metrics.counter("collective_async") - before}
+    res = {"issued": issued, "ran_other": ran_other, "read": time.monotonic() - start, "value": value,
+           "other": computed, "async": lazy_core.metrics.counter("collective_async") - before}
+
+    # wait_device_ops() waits for collectives in flight too (it returned at once).
+    u = torch.ones(2).to("lazy") * (rank + 1)
+    dist.barrier()
+    if rank == 1:
+        time.sleep(delay / 2)
+    start = time.monotonic()
+    dist.all_reduce(u)
+    lazy_core.wait_device_ops()
+    res["wait_device_ops"] = time.monotonic() - start
+    res["waited_value"] = u.cpu()
+
+    # CPU tensors beside lazy ones are the caller's memory: the call waits for them (the
+    # outputs were still zeros after the call returned).
+    outs = [torch.zeros(3), torch.zeros(3)]
+    dist.barrier()
+    if rank == 1:
+        time.sleep(delay / 3)
+    dist.all_gather(outs, torch.full((3,), float(rank + 1)).to("lazy"))
+    res["cpu_outputs"] = torch.cat(outs).clone()
+    return res
+
+
+def independent_groups(rank: int, timeout: float) -> dict:
+    """Collectives on two groups complete each on its own: rank 0 issues A (group 1) then B (group
+    2) and reads B; rank 1 joins B, then waits for rank 0's message before joining A. Reading B must
+    not wait for A (it timed out when one thread waited for the collectives in issue order)."""
+    from datetime import timedelta
+
+    g1, g2, g3 = (dist.new_group(timeout=timedelta(seconds=timeout)) for _ in range(3))
+    a = torch.ones(2).to("lazy") * (rank + 1)
+    b = torch.ones(2).to("lazy") * 10 * (rank + 1)
+    flag = torch.zeros(1)
+    start = time.monotonic()
+    if rank == 0:
+        dist.all_reduce(a, group=g1)
+        dist.all_reduce(b, group=g2)
+        got_b = b.cpu()
+        read_b = time.monotonic() - start
+        dist.send(flag + 1, dst=1, group=g3)
+    else:
+        dist.all_reduce(b, group=g2)
+        dist.recv(flag, src=0, group=g3)
+        dist.all_reduce(a, group=g1)
+        got_b, read_b = b.cpu(), None
+    return {"a": a.cpu(), "b": got_b, "read_b": read_b, "seconds": time.monotonic() - start}
 
 
 def in_flight_failure(rank: int, timeout: float) -> dict:

@@ -203,6 +203,22 @@ def test_a_collective_returns_before_its_peer_arrives(backend: str, ranks: tuple
     first = results[0]
     assert first["issued"] < 1.0 and first["ran_other"] < 1.5, first
     assert first["read"] > 2.0, first  # it did wait for rank 1
+    # wait_device_ops() waits for the collective in flight (rank 1 is 1.5 s late).
+    assert first["wait_device_ops"] > 1.0, first
+    for res in results:
+        torch.testing.assert_close(res["waited_value"], torch.full((2,), 3.0), rtol=0, atol=0)
+        # CPU outputs beside a lazy input hold the result when the call returns.
+        torch.testing.assert_close(res["cpu_outputs"], torch.tensor([1.0] * 3 + [2.0] * 3), rtol=0, atol=0)
+
+
+def test_collectives_on_two_groups_complete_each_on_its_own(ranks: tuple[list[dict], str]) -> None:
+    """Rank 0 reads the result of its second collective (group 2) while its first (group 1) waits
+    for rank 1, which joins it only after hearing from rank 0: no wait on the first, no timeout."""
+    results = _results(ranks, "independent_groups")
+    for res in results:
+        torch.testing.assert_close(res["a"], torch.full((2,), 3.0), rtol=0, atol=0)
+        torch.testing.assert_close(res["b"], torch.full((2,), 30.0), rtol=0, atol=0)
+    assert results[0]["read_b"] < 10, results[0]
 
 
 def test_a_failed_collective_in_flight_raises_at_the_read(ranks: tuple[list[dict], str]) -> None:
