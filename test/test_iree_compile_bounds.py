@@ -102,6 +102,23 @@ def test_a_looping_iree_compile_is_stopped(bound: str, monkeypatch: pytest.Monke
         compile_vmfb(_LOOPING, make_config(CPU), "main", "torch")
 
 
+@pytest.mark.timeout(120)
+def test_a_stuck_compiler_is_stopped_and_a_working_one_is_not() -> None:
+    """A clean-clone CI's iree-compile of a GPT-2 step (6 s alone) was still running at the 600 s
+    bound, using no CPU: stuck, not looping. A child that uses no CPU for the stall bound is stopped
+    (and compile_str retries it once); one that computes all along is left to finish."""
+    import sys
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(bounded_compile.CompileStalled, match="used no CPU"):
+        bounded_compile.supervise([sys.executable, "-c", "import sys, time; sys.stdin.read(); time.sleep(100)"],
+                                  b"input", stall_seconds=2.0)
+    assert time.monotonic() - start < 30
+    busy = "import sys, time\nsys.stdin.read()\nend = time.time() + 4\nwhile time.time() < end: pass\nprint('ok')"
+    assert bounded_compile.supervise([sys.executable, "-c", busy], b"input", stall_seconds=2.0) == b"ok\n"
+
+
 def test_the_memory_bound_defaults_to_half_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LAZY_IREE_COMPILE_MEMORY", raising=False)
     assert bounded_compile.memory_bound_mib() >= 4096

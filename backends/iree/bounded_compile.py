@@ -9,6 +9,10 @@ child process that is stopped when it runs past ``LAZY_IREE_COMPILE_TIMEOUT`` se
 resident memory passes ``LAZY_IREE_COMPILE_MEMORY`` MiB; the caller turns that into a
 ``CompileError`` (the graph then runs eagerly, or raises under ``LAZY_STRICT``). The memory is
 sampled from ``/proc`` twice a second; where there is no ``/proc``, only the time is bounded.
+
+A child that uses no CPU at all for ``_STALL`` seconds is stuck, not working (a clean-clone CI's
+compile of a GPT-2 step that takes 6 s alone was still running at the 600 s bound): it is stopped
+and the compile tried once more in a fresh child (counter ``iree_compile_stalled``).
 """
 
 from __future__ import annotations
@@ -18,13 +22,21 @@ import subprocess
 import time
 
 from lazy_core import config as lazy_config
+from lazy_core import metrics
 
 #: How often the child's time and memory are looked at, in seconds.
 _POLL = 0.5
+#: Seconds without any CPU use after which the child is stuck, not working (``supervise``).
+_STALL = 120.0
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 class CompileRanAway(RuntimeError):
     """iree-compile passed its time or memory bound and was stopped."""
+
+
+class CompileStalled(CompileRanAway):
+    """iree-compile stopped using CPU (a deadlock in the child) and was stopped."""
 
 
 def memory_bound_mib() -> int:
@@ -42,18 +54,36 @@ def memory_bound_mib() -> int:
 def compile_str(mlir: str, *, input_type: str, target_backends: list[str], extra_args: list[str]) -> bytes:
     """The vmfb ``iree-compile`` makes of ``mlir``; raises ``CompilerToolError`` as
     ``iree.compiler.compile_str`` does, or ``CompileRanAway`` past a bound."""
-    from iree.compiler.tools.binaries import CompilerToolError
     from iree.compiler.tools.core import CompilerOptions, build_compile_command_line
     from iree.compiler.tools.debugging import TempFileSaver
 
     options = CompilerOptions(input_type=input_type, target_backends=target_backends, extra_args=extra_args)
     with TempFileSaver.implicit() as tfs:
         command = build_compile_command_line("-", tfs, options)
+    try:
+        return supervise(command, mlir.encode("utf-8"))
+    except CompileStalled:
+        # A child that stopped using CPU is stuck, not working: a fresh one compiles the
+        # same input in its usual time (seen once: a 6 s graph still running at 600 s).
+        metrics.counter_add("iree_compile_stalled")
+        return supervise(command, mlir.encode("utf-8"))
+
+
+def supervise(command: list[str], payload: bytes | None, stall_seconds: float | None = None) -> bytes:
+    """Run ``command`` with ``payload`` on stdin and return its stdout, within the bounds.
+
+    Raises ``CompileRanAway`` past the time or memory bound, ``CompileStalled``
+    (also a ``CompileRanAway``) when the child used no CPU for ``stall_seconds``
+    (default ``_STALL``), ``CompilerToolError`` when it fails.
+    """
+    from iree.compiler.tools.binaries import CompilerToolError
+
     seconds = int(lazy_config.get("LAZY_IREE_COMPILE_TIMEOUT"))
+    stall = _STALL if stall_seconds is None else stall_seconds
     limit_mib = memory_bound_mib()
     start = time.monotonic()
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    payload: bytes | None = mlir.encode("utf-8")
+    cpu, busy = None, start
     try:
         while True:
             try:
@@ -61,13 +91,19 @@ def compile_str(mlir: str, *, input_type: str, target_backends: list[str], extra
                 break
             except subprocess.TimeoutExpired:
                 payload = None  # communicate keeps writing what it was given first
-            elapsed = time.monotonic() - start
+            now = time.monotonic()
+            elapsed = now - start
             if seconds and elapsed > seconds:
                 raise CompileRanAway(f"iree-compile ran past {seconds} s (LAZY_IREE_COMPILE_TIMEOUT)")
             rss = _resident_mib(proc.pid)
             if rss is not None and rss > limit_mib:
                 raise CompileRanAway(f"iree-compile grew past {limit_mib} MiB of memory in {elapsed:.0f} s "
                                      "(LAZY_IREE_COMPILE_MEMORY)")
+            used = _cpu_seconds(proc.pid)
+            if used is not None and used != cpu:
+                cpu, busy = used, now
+            elif used is not None and stall and now - busy > stall:
+                raise CompileStalled(f"iree-compile used no CPU for {now - busy:.0f} s (stuck)")
     except BaseException:
         proc.kill()
         proc.communicate()
@@ -75,6 +111,16 @@ def compile_str(mlir: str, *, input_type: str, target_backends: list[str], extra
     if proc.returncode != 0:
         raise CompilerToolError(subprocess.CompletedProcess(command, proc.returncode, out, err))
     return out
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU seconds process ``pid`` has used (all its threads), or None where ``/proc`` cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _resident_mib(pid: int) -> int | None:
