@@ -17,8 +17,8 @@ CUDA only), so a collective is a cut in the trace:
 
 Step 2 only *issues* the communication for the collectives in ``IN_FLIGHT``
 (``LAZY_DIST_ASYNC``, on by default): the written tensors get placeholders
-that the communication thread fills (``lazy_core.collective_queue``), so the
-rest of the backward is traced and run while a DDP bucket is all-reduced.
+that the process group's completion fills (``lazy_core.collective_queue``), so
+the rest of the backward is traced and run while a DDP bucket is all-reduced.
 The returned ``Work`` is complete all the same: its values are lazy tensors,
 and reading one waits, like reading any pending result.
 
@@ -133,7 +133,7 @@ def handle_collective(func: Any, args: tuple, kwargs: dict) -> Any:
 
     # A CPU tensor beside the lazy ones is the caller's own memory, read or written by the
     # group until the collective ends: that call waits, as eager's would.
-    in_flight = name in IN_FLIGHT and bool(config.get("LAZY_DIST_ASYNC")) and not _has_cpu_tensor(args)
+    in_flight = name in IN_FLIGHT and bool(config.get("LAZY_DIST_ASYNC")) and not _has_cpu_tensor((args, list(kwargs.values())))
     to_read = [t for t in lazies if id(t) in read]
     with executor().reason(f"collective {name}"):
         hosts = executor().to_host_many(to_read, f"collective {name}") if to_read else []
