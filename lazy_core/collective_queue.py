@@ -37,7 +37,7 @@ from . import config, metrics
 from .async_exec import _POLL, LazyExecutionError, PendingBatch, PendingData
 from .backend import BackendData
 
-__all__ = ["ReceivedData", "issue"]
+__all__ = ["ReceivedData", "drain", "issue"]
 
 #: One upload per result, whichever thread asks first.
 _upload_lock = threading.Lock()
