@@ -139,6 +139,8 @@ COUNTERS: dict[str, str] = {
     "compile": "graphs lowered and compiled (the backend may still reuse its own artifact cache)",
     "dynamic_reuse": "graphs served, without compiling, by an executable compiled with dynamic dimensions",
     "dynamic_compile": "graph families compiled with dynamic dimensions (also counted in compile)",
+    "dynamic_first_step_adopted": "later training steps generalized with the first step that made the optimizer's "
+                                  "state (lazy_core.state_fills)",
     "dynamic_refused": "graphs that recur at other sizes but are not one function of them (compiled statically)",
     "dynamic_compile_error": "dynamic-dimension compiles that failed (the graph compiled statically)",
     "fallback::compile_error": "graphs that failed to lower or compile, interpreted on the CPU",

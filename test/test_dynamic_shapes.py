@@ -89,6 +89,62 @@ def test_training_over_many_batch_sizes_compiles_at_most_three_graphs(compiled_c
     assert c.get("dynamic_reuse", 0) >= len(set(SIZES)) - 3, c
 
 
+@pytest.mark.parametrize("optimizer", ["AdamW", "Adagrad", "SGD"])
+def test_a_second_step_at_other_sizes_generalizes_with_the_first_step_that_made_state(compiled_cpu, optimizer):
+    # The first step makes the optimizer's state (AdamW: zeros_like, Adagrad: full_like) and
+    # lists its results in another order; the second step already has another batch size.
+    # Before lazy_core.state_fills the second step compiled statically and the third went
+    # dynamic. SGD's momentum is a clone of the gradient, not a fill: nothing to lift there.
+    sizes = [32, 24, 17, 40, 9, 3]
+    make = {"AdamW": lambda ps: torch.optim.AdamW(ps, lr=1e-2),
+            "Adagrad": lambda ps: torch.optim.Adagrad(ps, lr=1e-2, initial_accumulator_value=0.1),
+            "SGD": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9)}[optimizer]
+    torch.manual_seed(0)
+    cpu = _mlp()
+    lazy = _mlp()
+    lazy.load_state_dict(cpu.state_dict())
+    results = []
+    for model, device in ((cpu, "cpu"), (lazy.to("lazy"), "lazy")):
+        opt, losses = make(list(model.parameters())), []
+        for i, n in enumerate(sizes):
+            g = torch.Generator().manual_seed(i)
+            x, y = torch.randn(n, 8, generator=g), torch.randint(0, 4, (n,), generator=g)
+            torch.manual_seed(100 + i)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x.to(device)), y.to(device))
+            loss.backward()
+            opt.step()
+            if device == "lazy":
+                lazy_core.mark_step()
+            losses.append(loss.item())
+        results.append((losses, [p.detach().cpu() for p in model.parameters()]))
+    (want_losses, want_params), (got_losses, got_params) = results
+    torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(want_losses), rtol=1e-5, atol=1e-5)
+    for got, want in zip(got_params, want_params):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    c = metrics.counters()
+    if optimizer == "SGD":
+        assert c.get("dynamic_first_step_adopted", 0) == 0, c
+        assert _made() == 3, c
+    else:
+        assert c.get("dynamic_first_step_adopted", 0) == 1, c
+        assert _made() == 2, c  # the first step, then one plan for every later size
+        assert c.get("dynamic_reuse", 0) == len(sizes) - 2, c
+
+
+def test_a_second_step_at_the_first_steps_sizes_compiles_statically(compiled_cpu):
+    torch.manual_seed(0)
+    cpu = _mlp()
+    lazy = _mlp()
+    lazy.load_state_dict(cpu.state_dict())
+    want_losses, _ = _train(cpu, [16, 16, 16], "cpu")
+    got_losses, _ = _train(lazy.to("lazy"), [16, 16, 16], "lazy")
+    torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(want_losses), rtol=1e-5, atol=1e-5)
+    c = metrics.counters()
+    assert c.get("dynamic_first_step_adopted", 0) == 0 and c.get("dynamic_compile", 0) == 0, c
+    assert _made() == 2, c
+
+
 def test_sequence_lengths_of_a_transformer_share_one_executable(monkeypatch, tmp_path):
     # The reference backend only: the same plan on iree-cpu is covered by the MLP test,
     # and a transformer step compiles for minutes on a loaded CI machine.
