@@ -111,13 +111,15 @@ class PendingBatch:
     string (why the old value is lost).
     """
 
-    __slots__ = ("_done", "_waiting", "_error", "_cause", "label", "reported", "worker")
+    __slots__ = ("_done", "_waiting", "_error", "_cause", "_source", "label", "reported", "worker")
 
     def __init__(self, label: str, n: int, worker: Worker, fallbacks: list[Any] | None = None,
                  kind: type[PendingData] | None = None) -> None:
         self._done = threading.Event()
         self._error: LazyExecutionError | None = None
         self._cause: BaseException | None = None
+        #: The failed batch whose result this one read (its failure was this one's cause).
+        self._source: PendingBatch | None = None
         self.label = label
         #: Whether the failure was raised to the user (it is raised once).
         self.reported = False
@@ -147,7 +149,9 @@ class PendingBatch:
         if self._done.is_set():
             return
         if isinstance(error, LazyExecutionError):
-            # It read a poisoned result: one line, not the other failure's text again.
+            # It read a poisoned result: one line, not the other failure's text again. Telling
+            # the user of this failure tells them of that one (no warning for it at exit).
+            self._source = getattr(error, "failed_batch", None)
             self._error = LazyExecutionError(
                 f"lazy execution ({self.label}) did not run: it reads a result of the failed "
                 f"execution ({error.label})", self.label)
@@ -184,8 +188,15 @@ class PendingBatch:
     def raise_if_failed(self) -> None:
         """Raise this batch's failure once (the caller reports it)."""
         if self._error is not None and not self.reported:
-            self.reported = True
+            self.mark_reported()
             raise self.error()
+
+    def mark_reported(self) -> None:
+        """The user was told of this failure, and so of the failures it names."""
+        batch: PendingBatch | None = self
+        while batch is not None and not batch.reported:
+            batch.reported = True
+            batch = batch._source
 
 
 class PendingData:
@@ -202,13 +213,18 @@ class PendingData:
     def label(self) -> str:
         return self.batch.label
 
-    def wait(self, report: bool = True) -> BackendData:
+    def wait(self, report: bool = True, to_user: bool | None = None) -> BackendData:
         """The value; after a failure, the last good value or an error.
 
         ``report``: a read by the user raises the execution's failure the
         first time, even for a result that rolled back (the user learns of
         it); the worker resolving the next execution's arguments does not.
+        ``to_user`` (default ``report``): an error raised here reaches the
+        user, so its failure counts as reported (a rolled-back value that is
+        itself the placeholder of a failed execution with no earlier value).
         """
+        if to_user is None:
+            to_user = report
         batch = self.batch
         if not batch._done.is_set():
             batch.wait()
@@ -223,8 +239,11 @@ class PendingData:
                 error.add_note(f"This tensor has no earlier value to return: {fallback}.")
             else:
                 error.add_note("This tensor was computed by the failed execution and has no earlier value.")
+            error.failed_batch = batch  # type: ignore[attr-defined]
+            if to_user:
+                batch.mark_reported()
             raise error
-        return resolve(fallback, report=False)
+        return fallback.wait(False, to_user) if isinstance(fallback, PendingData) else fallback
 
     def done(self) -> bool:
         return self.batch._done.is_set()
@@ -250,7 +269,7 @@ def take_failures() -> list[PendingBatch]:
     while _failed:
         batch = _failed.popleft()
         if not batch.reported:
-            batch.reported = True
+            batch.mark_reported()
             out.append(batch)
     return out
 

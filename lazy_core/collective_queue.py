@@ -81,8 +81,8 @@ class ReceivedData(PendingData):
         super().__init__(batch, fallback)
         self.upload: Callable[[torch.Tensor], BackendData] | None = None
 
-    def wait(self, report: bool = True) -> BackendData:
-        value = super().wait(report)
+    def wait(self, report: bool = True, to_user: bool | None = None) -> BackendData:
+        value = super().wait(report, to_user)
         if isinstance(value, torch.Tensor):
             with _upload_lock:
                 if isinstance(self._value, torch.Tensor):

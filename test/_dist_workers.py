@@ -278,8 +278,8 @@ def in_flight(rank: int, delay: float) -> dict:
     runs another graph meanwhile; only reading the result waits (lazy_core.collective_queue)."""
     import lazy_core
 
-    def other() -> float:  # a graph that does not read the collective's tensor
-        return (torch.ones(4, 4).to("lazy") @ torch.full((4, 4), 2.0).to("lazy")).sum().item()
+    def other(device: str = "lazy") -> float:  # a graph that does not read the collective's tensor
+        return (torch.ones(4, 4).to(device) @ torch.full((4, 4), 2.0).to(device)).sum().item()
 
     other()  # compiled before the clock starts
     t = torch.arange(6.0).to("lazy") * (rank + 1)
@@ -295,7 +295,7 @@ def in_flight(rank: int, delay: float) -> dict:
     ran_other = time.monotonic() - start
     value = t.cpu()
     res = {"issued": issued, "ran_other": ran_other, "read": time.monotonic() - start, "value": value,
-           "other": computed, "async": lazy_core.metrics.counter("collective_async") - before}
+           "other": computed, "other_eager": other("cpu"), "async": lazy_core.metrics.counter("collective_async") - before}
 
     # wait_device_ops() waits for collectives in flight too (it returned at once).
     u = torch.ones(2).to("lazy") * (rank + 1)

@@ -260,3 +260,40 @@ def test_two_threads_each_train_their_own_model():
             _train_thread(seed, "cpu", want, errors)
             for got, ref in zip(results[seed], want[seed]):
                 torch.testing.assert_close(got, ref)
+
+
+def test_a_failure_the_user_was_told_of_is_not_warned_of_at_exit():
+    """At exit, the runtime prints the failures nobody raised. A failure raised through another
+    (a step that read its result: "did not run: it reads a result of the failed execution ...")
+    or through a rolled-back value that is its placeholder was told to the user, yet was printed
+    as never raised (a collective in flight that timed out, then ``t.add_(1)``; issue 17)."""
+    from lazy_core import async_exec
+
+    async_exec.take_failures()  # earlier tests' leftovers
+    worker = Worker()
+    # A step reads a result of a failed one; the user reads the step's result.
+    source = async_exec.PendingBatch("source", 1, worker)
+    poisoned = source.placeholders()[0]
+    source.fail(RuntimeError("injected"))
+    step = async_exec.PendingBatch("step", 1, worker)
+    read = step.placeholders()[0]
+    try:
+        poisoned.wait(report=False)  # as the worker resolving the step's arguments
+    except LazyExecutionError as e:
+        step.fail(e)
+    with pytest.raises(LazyExecutionError, match="did not run: it reads a result of the failed execution"):
+        read.wait()
+    assert async_exec.take_failures() == []
+
+    # A value rolled back to the placeholder of a failed execution with no earlier value.
+    first = async_exec.PendingBatch("first", 1, worker)
+    lost = first.placeholders()[0]
+    first.fail(RuntimeError("injected first"))
+    second = async_exec.PendingBatch("second", 1, worker, fallbacks=[lost])
+    rolled_back = second.placeholders()[0]
+    second.fail(RuntimeError("injected second"))
+    with pytest.raises(LazyExecutionError, match="injected second"):
+        rolled_back.wait()
+    with pytest.raises(LazyExecutionError, match="injected first"):
+        rolled_back.wait()
+    assert async_exec.take_failures() == []
