@@ -499,12 +499,39 @@ def symbolic_graph(plan: Plan) -> tuple[Graph, dict[int, list[int]]]:
             flat.meta["val"] = torch.empty([numel.meta["val"]], dtype=new[value].meta["val"].dtype)
         return flat
 
+    def inferred(value: int, sizes: list[Any] | tuple[Any, ...]) -> list[Any]:
+        # A view's -1 next to a dynamic size, computed here as numel // (the other sizes):
+        # on iree-cpu, torch-mlir 20261001's own inference of it (view([?,?,32] -> [-1,?,32]),
+        # HF GPT-2's ``view((-1,) + input_shape[1:])``) asked the allocator for a garbage size
+        # or returned wrong values, while reference was right.
+        static = 1
+        rest: FxNode | None = None
+        for v in sizes:
+            if isinstance(v, FxNode):
+                if rest is None:
+                    rest = v
+                else:
+                    rest = out.call_function(operator.mul, (rest, v))
+                    rest.meta["val"] = rest.args[0].meta["val"] * v.meta["val"]
+            elif v != -1:
+                static *= v
+        numel = expression((value, tuple(range(len(plan.dims[value]))), False))
+        if rest is not None and static != 1:
+            rest = out.call_function(operator.mul, (rest, static))
+            rest.meta["val"] = rest.args[0].meta["val"] * static
+        divisor: Any = static if rest is None else rest
+        size = out.call_function(operator.floordiv, (numel, divisor))
+        size.meta["val"] = numel.meta["val"] // (divisor.meta["val"] if isinstance(divisor, FxNode) else divisor)
+        return [size if isinstance(v, int) and v == -1 else v for v in sizes]
+
     position = {n: i for i, n in enumerate(src_nodes)}
     placeholder_dims: dict[int, list[int]] = {}
     for i, node in enumerate(src_nodes):
         args, kwargs = arg(node.args), arg(node.kwargs)
         if node.target in _VIEWS and isinstance(node.args[0], FxNode):
             source = position[node.args[0]]
+            if any(d is None for d in plan.dims[source]) and isinstance(args[1], list | tuple) and -1 in args[1]:
+                args = (args[0], inferred(source, args[1]), *args[2:])
             if sum(d is None for d in plan.dims[source]) >= 2:
                 args = (flattened(source), *args[1:])
         copy = out.create_node(node.op, node.target, args, kwargs, name=node.name)

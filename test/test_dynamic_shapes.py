@@ -458,6 +458,12 @@ VIEWS = {
     "round_trip": lambda x, b, s: x.view(b * s, 4).view(b, s, 4) + x,
     "transposed": lambda x, b, s: x.transpose(0, 1).reshape(s * b, 4) * 2,
     "linear": lambda x, b, s: F.linear(x, torch.ones(3, 4, device=x.device)).view(b * s, 3) * 2,
+    # A -1 beside a dynamic size (HF GPT-2's ``view((-1,) + input_shape[1:])``): IREE's own
+    # inference of it asked for a garbage allocation or gave wrong values (adversary, round 39).
+    "inferred_leading": lambda x, b, s: (x * 1.0).view(-1, s, 4) + 1,
+    "inferred_middle": lambda x, b, s: (x * 1.0).view(b, -1, 2, 2) + 1,
+    "inferred_merged": lambda x, b, s: (x * 1.0).view(-1, 4) + 1,
+    "inferred_split": lambda x, b, s: (x * 1.0).view(-1, s, 2, 2).sum(-1) + 1,
 }
 
 
@@ -493,6 +499,57 @@ def test_torch_mlir_still_miscompiles_a_view_merging_two_dynamic_dims() -> None:
     run_pipeline_with_repro_report(module, "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)",
                                    "canary")
     assert "tensor<?x1x4xf32>" in str(module), str(module)
+
+
+def test_iree_still_misreads_an_inferred_view_size_next_to_a_dynamic_one() -> None:
+    """Upstream canary for ``inferred`` in lowering/dynamic.py, which computes a view's -1 as
+    numel // (the other sizes): IREE 3.13's torch input of ``view([?] -> [-1, ?, 32])`` fails to
+    run at a new batch size (a garbage allocation). When this fails, IREE infers it correctly."""
+    import iree.compiler as ic
+    import iree.runtime as rt
+    import numpy as np
+    from torch_mlir import fx
+
+    class Inferred(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(-1).view(-1, x.shape[1], 32) + 1
+
+    dims = {0: torch.export.Dim("b", min=2, max=64), 1: torch.export.Dim("s", min=2, max=64)}
+    module = fx.export_and_import(Inferred(), torch.randn(2, 8, 32), dynamic_shapes={"x": dims},
+                                  output_type="torch")
+    vmfb = ic.compile_str(str(module), target_backends=["llvm-cpu"], input_type="torch")
+    ctx = rt.SystemContext(config=rt.Config("local-task"))
+    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb))
+    x = np.random.default_rng(0).standard_normal((3, 12, 32)).astype(np.float32)
+    try:
+        got = ctx.modules.module["main"](x).to_host()
+    except RuntimeError:
+        return  # still broken: the workaround is needed
+    assert got.shape != x.shape or not np.allclose(got, x + 1), "IREE infers the -1 now: drop the workaround"
+
+
+def test_hf_gpt2_over_varying_batch_and_length_with_left_padding_matches_eager(compiled_cpu) -> None:
+    """HF GPT-2 (sdpa, a left-padded attention mask) as batch and length both vary: with both
+    dims dynamic its ``view((-1,) + input_shape[1:])`` returned uniform logits (loss ln(50)) on
+    iree-cpu, crashed in another layout and segfaulted in training (adversary, round 39)."""
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=2, n_positions=64)
+    torch.manual_seed(0)
+    cpu = transformers.GPT2LMHeadModel(cfg).eval()
+    lazy = transformers.GPT2LMHeadModel(cfg).eval()
+    lazy.load_state_dict(cpu.state_dict())
+    lazy = lazy.to("lazy")
+    for i, (b, s) in enumerate([(2, 8), (2, 12), (3, 12), (2, 9), (4, 16), (3, 7)]):
+        g = torch.Generator().manual_seed(i)
+        ids = torch.randint(0, 50, (b, s), generator=g)
+        mask = torch.ones(b, s, dtype=torch.long)
+        mask[0, : s // 3] = 0
+        with torch.no_grad():
+            want = cpu(input_ids=ids, attention_mask=mask).logits
+            got = lazy(input_ids=ids.to("lazy"), attention_mask=mask.to("lazy")).logits.cpu()
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4, msg=f"batch {b}, length {s}")
+    assert metrics.counters().get("dynamic_reuse", 0) >= 1, metrics.counters()
 
 
 def test_attention_dropout_over_two_dynamic_dims_matches_eager(compiled_cpu) -> None:
