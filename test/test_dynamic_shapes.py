@@ -463,6 +463,7 @@ VIEWS = {
     "inferred_leading": lambda x, b, s: (x * 1.0).view(-1, s, 4) + 1,
     "inferred_middle": lambda x, b, s: (x * 1.0).view(b, -1, 2, 2) + 1,
     "inferred_merged": lambda x, b, s: (x * 1.0).view(-1, 4) + 1,
+    "inferred_trailing": lambda x, b, s: (x * 1.0).view(b, -1) * 2,
     "inferred_split": lambda x, b, s: (x * 1.0).view(-1, s, 2, 2).sum(-1) + 1,
 }
 
