@@ -160,15 +160,19 @@ def _fixed(step: Any, lengths: list[int], quick: bool) -> dict[str, Any]:
     if not keys:
         return {"error": "no graph ran on a dynamic executable at this shape"}
     times: dict[str, list[float]] = {"dynamic": [], "static": []}
-    for _ in range(2 if quick else 6):
+    cpu: dict[str, list[float]] = {"dynamic": [], "static": []}
+    for _ in range(2 if quick else 15):
         for name, table in (("dynamic", dynamic), ("static", static)):
             for k in keys:
                 cache[k] = table[k]
-            for _ in range(3 if quick else 10):
-                t0 = time.perf_counter()
+            for _ in range(3 if quick else 4):
+                t0, c0 = time.perf_counter(), time.process_time()
                 step(x, y).item()
                 times[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
     return {"ms_per_step": 1000 * C.median(times["dynamic"]), "static_ms_per_step": 1000 * C.median(times["static"]),
+            "cpu_ms_per_step": 1000 * C.median(cpu["dynamic"]),
+            "static_cpu_ms_per_step": 1000 * C.median(cpu["static"]),
             "graphs": [getattr(dynamic[k], "graph_name", "?") for k in keys]}
 
 
@@ -276,8 +280,11 @@ def _fixed_table(results: dict[str, Any], backends: list[str]) -> None:
     for b in backends:
         r = results["fixed"].get(f"lazy-{b}-dyn", {})
         dyn, static = r.get("ms_per_step"), r.get("static_ms_per_step")
-        rows.append([b, C.fmt(dyn), C.fmt(static), C.fmt(C.ratio(dyn, static))])
-    print(C.table(["backend", "dynamic ms/step", "static ms/step", "dynamic / static (goal <= 1.25)"], rows,
+        dcpu, scpu = r.get("cpu_ms_per_step"), r.get("static_cpu_ms_per_step")
+        rows.append([b, C.fmt(dyn), C.fmt(static), C.fmt(C.ratio(dyn, static)), C.fmt(dcpu), C.fmt(scpu),
+                     C.fmt(C.ratio(dcpu, scpu))])
+    print(C.table(["backend", "dynamic ms/step", "static ms/step", "dynamic / static (goal <= 1.25)",
+                   "dynamic cpu ms", "static cpu ms", "cpu ratio"], rows,
                   title=f"one shape ({BATCH}x{LENGTHS[0]}), dynamic vs static executable"))
 
 
