@@ -42,6 +42,8 @@ import torch
 
 from lazy_core.ir import Node, Output
 
+from . import empty_linalg
+
 __all__ = ["DET", "MAX_ORDER", "OPS", "applies", "applies_call", "cholesky_ex", "cholesky_solve", "det",
            "inv_ex", "linalg_lu", "lu_factor_ex", "lu_solve", "lu_unpack", "slogdet", "solve_ex",
            "solve_triangular", "triangular_solve"]
@@ -82,7 +84,10 @@ def _rhs_fits(a_shape: Any, b_shape: Any, b_dtype: Any, a_dtype: Any, left: bool
 
 def _fits(op: Any, metas: list[tuple[Any, Any]], args: tuple, kwargs: dict, contiguous: bool) -> bool:
     """Whether ``op`` with operands of (shape, dtype) ``metas`` is decomposed (see ``applies``);
-    ``contiguous``: whether the first operand is (see ``_det_factor``)."""
+    ``contiguous``: whether the first operand is (see ``_det_factor``). Empty operands are
+    lowering/empty_linalg.py's, for the ops it writes."""
+    if op in empty_linalg.OPS and any(empty_linalg.is_empty(s) for s, _ in metas):
+        return empty_linalg.fits(op, metas, args, kwargs)
     if op is aten.linalg_cholesky_ex.default:
         (shape, dtype), = metas[:1]
         return _square_small(shape, dtype)
@@ -444,8 +449,23 @@ def slogdet(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, 
     return sign * _perm_sign(pivots, lu), torch.log(torch.abs(diag)).sum(-1), lu, pivots
 
 
-#: op -> decomposition.
-OPS: dict[Any, Any] = {
+def _or_empty(op: Any, decomposition: Any) -> Any:
+    """``decomposition``, or lowering/empty_linalg.py's form when an operand is empty (the
+    shapes are static while tracing it)."""
+    empty = empty_linalg.OPS.get(op)
+
+    def decomposed(*args: Any, **kwargs: Any) -> Any:
+        if empty is not None and any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args):
+            return empty(*args, **kwargs)
+        if decomposition is None:
+            raise NotImplementedError(f"{op}: only empty operands are decomposed")
+        return decomposition(*args, **kwargs)
+
+    return decomposed
+
+
+#: op -> decomposition (``None``: only the empty form, lowering/empty_linalg.py).
+_DECOMPOSITIONS: dict[Any, Any] = {
     aten.linalg_solve_triangular.default: solve_triangular,
     aten.triangular_solve.default: triangular_solve,
     aten.linalg_cholesky_ex.default: cholesky_ex,
@@ -457,7 +477,11 @@ OPS: dict[Any, Any] = {
     aten._linalg_solve_ex.default: solve_ex,
     aten.linalg_inv_ex.default: inv_ex,
     aten._linalg_slogdet.default: slogdet,
+    # Not of a non-empty matrix: eager raises for a zero on the diagonal (no ``info`` to check).
+    aten.cholesky_inverse.default: None,
 }
+
+OPS: dict[Any, Any] = {op: _or_empty(op, fn) for op, fn in _DECOMPOSITIONS.items()}
 
 #: Decomposed here when small, but lowerable (badly) without: ``_linalg_det`` (registered with
 #: lowering/empty_contractions.py's form of a 0 x 0 matrix).
