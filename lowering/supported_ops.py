@@ -30,8 +30,8 @@ def torch_dialect_ops() -> frozenset[str]:
 #: failed to compile ("failed to legalize operation"), and without strict mode ran op by op
 #: whole, so they run eagerly at the call instead and the rest of the graph compiles.
 #: ``linalg_qr``: ``nn.init.orthogonal_``, ``torch.linalg.qr``. (Not ``as_strided_copy``, which
-#: also fails: run eagerly on its own it would read a view's logical values, not its storage;
-#: test_zoo_ops.py::test_as_strided_copy_of_a_view_reads_its_storage.)
+#: also failed: the tracer records it as ``as_strided`` of the storage and a copy instead,
+#: lazy_core/strided.py; test_zoo_ops.py::test_as_strided_copy_of_a_view_reads_its_storage.)
 NOT_LOWERED = frozenset({"aten.linalg_qr"})
 
 
