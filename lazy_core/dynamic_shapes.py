@@ -65,6 +65,7 @@ from typing import Any
 from . import config, metrics
 from .backend import BackendImpl
 from .graph import LazyGraph
+from .state_fills import FirstStep, order_free_key
 
 __all__ = ["DynamicShapes"]
 
@@ -78,6 +79,8 @@ _MAX_REFUSALS = 8
 _MAX_SPECULATIVE = 4
 _SPECULATE_PER_PLAN = 2
 _RECENT = 16
+#: First steps that made state, remembered for the family of the steps after them.
+_MAX_FIRST_STEPS = 8
 
 
 class _Family:
@@ -126,15 +129,20 @@ class DynamicShapes:
         self._compile_other = compile_plan
         self._misses = 0
         self._speculations = 0
+        #: Lifted samples of first steps that made state, by the lifted graph's family key
+        #: (``lazy_core.state_fills``), LRU; each is adopted at most once.
+        self._first_steps: OrderedDict[str, FirstStep] = OrderedDict()
 
     def clear(self) -> None:
         self._families.clear()
+        self._first_steps.clear()
         self._speculations = 0
 
     def _family(self, backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None,
                 create: bool) -> tuple[tuple, _Family | None]:
         if backend is not self._backend:
             self._families.clear()
+            self._first_steps.clear()
             self._backend = backend
         key = (graph.family_key, tuple(sorted(donated.items())) if donated else ())
         family = self._families.get(key)
@@ -200,6 +208,7 @@ class DynamicShapes:
         assert family is not None
         if family.broken or family.refusals >= _MAX_REFUSALS:
             return compile_static()
+        adopted = family.sample is None and self._adopt_first_step(backend, family, graph)
         if family.sample is None:
             # The first member: static, as a shape seen once should be. Its
             # lowered sample is what the next member is compared with.
@@ -217,10 +226,17 @@ class DynamicShapes:
             family.sample = sample if sample is not None else _sample(backend, graph)
             if family.sample is not None:
                 _describe(family, graph)
+                self._remember_first_step(graph)
             return entry
         if sample is None:
             sample = _sample(backend, graph)
         plan = backend.generalize(family.sample, sample) if sample is not None else None
+        if plan is None and adopted and sample is not None:
+            # Not one function of the first step's sizes after all: this graph is
+            # its family's first member, as it would have been.
+            family.sample = sample
+            _describe(family, graph)
+            return compile_static()
         if plan is None:
             family.refusals += 1
             metrics.counter_add("dynamic_refused")
@@ -244,8 +260,45 @@ class DynamicShapes:
         with metrics.timed("store_executable"):
             backend.store_plan(graph, donated, plan, entry.computation, entry.executable)
         sizes = {a for old, new in zip(family.shapes, _input_shapes(graph)) for a, b in zip(old, new) if a != b}
+        if adopted:
+            # A real member is the family's sample from now on (the first step's rewrite only
+            # stood in): the next size change generalizes over this step's sizes as before.
+            family.sample = sample
+            _describe(family, graph)
         self._speculate(backend, family, frozenset(s for s in sizes if s >= 2))
         return entry
+
+    def _remember_first_step(self, graph: LazyGraph) -> None:
+        """If ``graph`` made state, keep it as its later steps would be
+        (``lazy_core.state_fills``) for the family those steps will be."""
+        first = FirstStep.of(graph)
+        if first is not None:
+            self._first_steps[first.key] = first
+            while len(self._first_steps) > _MAX_FIRST_STEPS:
+                self._first_steps.popitem(last=False)
+
+    def _adopt_first_step(self, backend: BackendImpl, family: _Family, graph: LazyGraph) -> bool:
+        """Whether ``graph``, a new family's first member, is a later step of a
+        remembered first step at other sizes: then that step, rewritten, is
+        sampled as this family's first member, and ``graph`` generalizes
+        with it at once instead of compiling statically. A later step at
+        the first step's sizes compiles statically, as before."""
+        if not self._first_steps:
+            return False
+        first = self._first_steps.get(order_free_key(graph))
+        rewritten = first.as_later(graph) if first is not None else None
+        if rewritten is None or _input_shapes(rewritten) == _input_shapes(graph):
+            return False
+        sample = _sample(backend, rewritten)
+        if sample is None:
+            return False
+        del self._first_steps[first.key]
+        family.sample = sample
+        _describe(family, rewritten)
+        metrics.counter_add("dynamic_first_step_adopted")
+        _say(f"graph {graph.name} is a later step of a first step that made state, at other sizes: "
+             "generalized with that step")
+        return True
 
     def _speculate(self, backend: BackendImpl, trigger: _Family, sizes: frozenset[int]) -> None:
         """Compile plans for other static families that share ``sizes`` (the
