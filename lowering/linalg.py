@@ -30,8 +30,10 @@ documented contract is ``info``); here the failing column and all after it are N
 triangular solve's diagonal gives +-inf/NaN where eager's ``trsm`` does, for a right-hand side
 with no zero entries (reference ``trsm`` skips a zero entry's division).
 
-Ops whose non-``_ex`` form raises inside the kernel (``cholesky``, ``cholesky_inverse``: no
-``info`` to check later) are not decomposed: their error could not be raised.
+Ops whose non-``_ex`` form raises inside the kernel have no ``info`` to check later:
+``cholesky`` is not decomposed (lazy_core/cholesky_forms.py records ``linalg_cholesky_ex``
+and the check instead); ``cholesky_inverse`` is, because that module records its check
+(a zero on the diagonal) beside it at every call.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from lazy_core.ir import Node, Output
 
 from . import empty_linalg
 
-__all__ = ["DET", "MAX_ORDER", "OPS", "applies", "applies_call", "cholesky_ex", "cholesky_solve", "det",
+__all__ = ["DET", "MAX_ORDER", "OPS", "applies", "applies_call", "cholesky_ex", "cholesky_inverse", "cholesky_solve", "det",
            "inv_ex", "linalg_lu", "lu_factor_ex", "lu_solve", "lu_unpack", "slogdet", "solve_ex",
            "solve_triangular", "triangular_solve"]
 
@@ -126,6 +128,9 @@ def _fits(op: Any, metas: list[tuple[Any, Any]], args: tuple, kwargs: dict, cont
             b_shape = (*b_shape, 1)
         return _square_small(shape, dtype) and _rhs_fits(shape, b_shape, b_dtype, dtype, left)
     if op is aten.linalg_inv_ex.default:
+        (shape, dtype), = metas[:1]
+        return _square_small(shape, dtype)
+    if op is aten.cholesky_inverse.default:
         (shape, dtype), = metas[:1]
         return _square_small(shape, dtype)
     if op in (aten._linalg_slogdet.default, DET):
@@ -251,6 +256,39 @@ def cholesky_solve(b: torch.Tensor, factor: torch.Tensor, upper: bool = False) -
         return _substitute(factor, y, lower=False, unit=False)
     y = _substitute(factor, b, lower=True, unit=False)
     return _substitute(factor.mT, y, lower=False, unit=False)
+
+
+def _triangular_inverse(lower: torch.Tensor) -> torch.Tensor:
+    """``L^-1`` of a lower triangular ``L`` with LAPACK ``trtri``'s structure: entry ``(i, j)``
+    sums only the products along ``j <= k < i`` and the upper triangle is exactly 0, so a NaN or
+    infinity of ``L`` reaches the entries ``trtri``'s does and no others (a full product would
+    spread it through ``0 * NaN``)."""
+    n = lower.shape[-1]
+    cols = torch.arange(n, device=lower.device)
+    rows: list[torch.Tensor] = []
+    for i in range(n):
+        d = lower[..., i:i + 1, i]  # [..., 1]
+        if i:
+            prev = torch.stack(rows, dim=-2)  # [..., i, n]
+            terms = lower[..., i, :i].unsqueeze(-1) * prev
+            terms = terms.masked_fill(cols[:i].unsqueeze(-1) < cols, 0)  # k < j: not on a path
+            below = -terms.sum(-2) / d
+        else:
+            below = torch.zeros_like(lower[..., 0, :])
+        rows.append(torch.where(cols == i, 1 / d, torch.where(cols < i, below, 0)))
+    return torch.stack(rows, dim=-2)
+
+
+def cholesky_inverse(factor: torch.Tensor, upper: bool = False) -> torch.Tensor:
+    """``cholesky_inverse``: ``(L L^T)^-1 = L^-T L^-1`` as LAPACK's ``potri`` (``trtri``, then
+    ``lauum``: entry ``(i, j)`` sums ``k >= max(i, j)`` only), reading only ``L``'s triangle
+    (``U = L^T`` when ``upper``). Its error (a zero on the diagonal) is lazy_core/cholesky_forms.py's
+    check, recorded with it."""
+    inv = _triangular_inverse(factor.mT if upper else factor)
+    n = factor.shape[-1]
+    k = torch.arange(n, device=factor.device)
+    skip = k.view(n, 1, 1) < torch.maximum(k.view(1, n, 1), k.view(1, 1, n))
+    return (inv.unsqueeze(-1) * inv.unsqueeze(-2)).masked_fill(skip, 0).sum(-3)
 
 
 # -- LU with partial pivoting ------------------------------------------------------------------
@@ -477,8 +515,7 @@ _DECOMPOSITIONS: dict[Any, Any] = {
     aten._linalg_solve_ex.default: solve_ex,
     aten.linalg_inv_ex.default: inv_ex,
     aten._linalg_slogdet.default: slogdet,
-    # Not of a non-empty matrix: eager raises for a zero on the diagonal (no ``info`` to check).
-    aten.cholesky_inverse.default: None,
+    aten.cholesky_inverse.default: cholesky_inverse,
 }
 
 OPS: dict[Any, Any] = {op: _or_empty(op, fn) for op, fn in _DECOMPOSITIONS.items()}
