@@ -45,7 +45,7 @@ from . import (
 )
 from .binary_search import bucketize, searchsorted
 from .cumulative_extrema import cummax, cummaxmin_backward, cummin
-from .distances import cdist_backward, cdist_forward
+from .distances import cdist_backward, cdist_forward, pdist_forward
 from .elu import celu, elu
 from .erfinv import erfinv
 from .frexp import FORMATS as frexp_dtypes
@@ -640,6 +640,9 @@ DECOMPOSED_OPS = (
     aten.put.default, aten.index_reduce.default,
     # ``torch.cdist``'s direct kernel and its gradient (lowering/distances.py): no torch-mlir op.
     aten._cdist_forward.default, aten._cdist_backward.default,
+    # ``F.pdist`` (same module): no torch-mlir op either; its rows' pairs of cdist's distances
+    # (supported_ops.CALL_CONDITIONS: floating, at most PDIST_MAX_ROWS rows).
+    aten._pdist_forward.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
@@ -2316,6 +2319,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.bucketize.Tensor] = table[aten.bucketize.Scalar] = bucketize
     table[aten.put.default] = _put
     table[aten._cdist_forward.default] = cdist_forward
+    table[aten._pdist_forward.default] = pdist_forward
     table[aten._cdist_backward.default] = cdist_backward
     table[aten.index_reduce.default] = _index_reduce
     table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill

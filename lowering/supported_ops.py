@@ -114,7 +114,7 @@ def _conditions() -> dict[Any, Any]:
     if not CALL_CONDITIONS:
         import torch
 
-        from . import frexp, linalg, nextafter, special, trig
+        from . import distances, frexp, linalg, nextafter, special, trig
 
         aten = torch.ops.aten
 
@@ -149,6 +149,7 @@ def _conditions() -> dict[Any, Any]:
                                              inputs_in(nextafter.BITS, ("self", "other"))))
         CALL_CONDITIONS.update(dict.fromkeys((aten.frexp.Tensor, aten.frexp.Tensor_out),
                                              inputs_in(frexp.FORMATS, ("self",))))
+        CALL_CONDITIONS[aten._pdist_forward.default] = distances.pdist_applies
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(
