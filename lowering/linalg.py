@@ -44,7 +44,7 @@ import torch
 
 from lazy_core.ir import Node, Output
 
-from . import empty_linalg
+from . import empty_linalg, householder
 
 __all__ = ["DET", "MAX_ORDER", "OPS", "applies", "applies_call", "cholesky_ex", "cholesky_inverse", "cholesky_solve", "det",
            "inv_ex", "linalg_lu", "lu_factor_ex", "lu_solve", "lu_unpack", "slogdet", "solve_ex",
@@ -90,6 +90,8 @@ def _fits(op: Any, metas: list[tuple[Any, Any]], args: tuple, kwargs: dict, cont
     lowering/empty_linalg.py's, for the ops it writes."""
     if op in empty_linalg.OPS and any(empty_linalg.is_empty(s) for s, _ in metas):
         return empty_linalg.fits(op, metas, args, kwargs)
+    if op in householder.OPS:
+        return householder.fits(op, metas, args, kwargs)
     if op is aten.linalg_cholesky_ex.default:
         (shape, dtype), = metas[:1]
         return _square_small(shape, dtype)
@@ -517,6 +519,8 @@ _DECOMPOSITIONS: dict[Any, Any] = {
     aten._linalg_slogdet.default: slogdet,
     aten.cholesky_inverse.default: cholesky_inverse,
 }
+
+_DECOMPOSITIONS.update(householder.OPS)  # geqrf, orgqr, ormqr, qr (lowering/householder.py)
 
 OPS: dict[Any, Any] = {op: _or_empty(op, fn) for op, fn in _DECOMPOSITIONS.items()}
 

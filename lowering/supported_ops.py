@@ -29,7 +29,8 @@ def torch_dialect_ops() -> frozenset[str]:
 #: Ops the torch dialect defines but torch-mlir 20261001 lowers in no form: a graph holding one
 #: failed to compile ("failed to legalize operation"), and without strict mode ran op by op
 #: whole, so they run eagerly at the call instead and the rest of the graph compiles.
-#: ``linalg_qr``: ``nn.init.orthogonal_``, ``torch.linalg.qr``. (Not ``as_strided_copy``, which
+#: ``linalg_qr``: ``nn.init.orthogonal_``, ``torch.linalg.qr`` (small matrices are decomposed:
+#: lowering/householder.py, through ``CALL_CONDITIONS``). (Not ``as_strided_copy``, which
 #: also failed: the tracer records it as ``as_strided`` of the storage and a copy instead,
 #: lazy_core/strided.py; test_zoo_ops.py::test_as_strided_copy_of_a_view_reads_its_storage.)
 NOT_LOWERED = frozenset({"aten.linalg_qr"})
