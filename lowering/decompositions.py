@@ -57,6 +57,7 @@ from .log1p_expm1 import expm1, log1p
 from .log10 import log10
 from .log_sigmoid import log_sigmoid_backward
 from .logcumsumexp import logcumsumexp
+from .mode import mode
 from .nextafter import BITS as nextafter_dtypes
 from .nextafter import nextafter
 from .opmath import in_opmath, real_input
@@ -643,6 +644,9 @@ DECOMPOSED_OPS = (
     # ``F.pdist`` (same module): no torch-mlir op either; its rows' pairs of cdist's distances
     # (supported_ops.CALL_CONDITIONS: floating, at most PDIST_MAX_ROWS rows).
     aten._pdist_forward.default,
+    # ``torch.mode`` (lowering/mode.py): no torch-dialect op; pairwise comparisons of each row
+    # (supported_ops.CALL_CONDITIONS: rows of at most mode.MAX_ROW).
+    aten.mode.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
@@ -2320,6 +2324,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.put.default] = _put
     table[aten._cdist_forward.default] = cdist_forward
     table[aten._pdist_forward.default] = pdist_forward
+    table[aten.mode.default] = mode
     table[aten._cdist_backward.default] = cdist_backward
     table[aten.index_reduce.default] = _index_reduce
     table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill
