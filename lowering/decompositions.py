@@ -50,6 +50,7 @@ from .elu import celu, elu
 from .erfinv import erfinv
 from .frexp import FORMATS as frexp_dtypes
 from .frexp import frexp
+from .histc import histc
 from .hyperbolic import acosh, asinh, atanh, sinh
 from .hypot import hypot
 from .lerp import lerp, logaddexp, logaddexp2
@@ -647,6 +648,9 @@ DECOMPOSED_OPS = (
     # ``torch.mode`` (lowering/mode.py): no torch-dialect op; pairwise comparisons of each row
     # (supported_ops.CALL_CONDITIONS: rows of at most mode.MAX_ROW).
     aten.mode.default,
+    # ``torch.histc`` over a given range (lowering/histc.py): no torch-dialect op; eager's bin
+    # arithmetic (supported_ops.CALL_CONDITIONS: finite min < max, a bounded table).
+    aten.histc.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
@@ -2325,6 +2329,7 @@ def _table() -> dict[Any, Callable]:
     table[aten._cdist_forward.default] = cdist_forward
     table[aten._pdist_forward.default] = pdist_forward
     table[aten.mode.default] = mode
+    table[aten.histc.default] = histc
     table[aten._cdist_backward.default] = cdist_backward
     table[aten.index_reduce.default] = _index_reduce
     table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill

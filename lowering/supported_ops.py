@@ -115,7 +115,7 @@ def _conditions() -> dict[Any, Any]:
     if not CALL_CONDITIONS:
         import torch
 
-        from . import distances, frexp, linalg, mode, nextafter, special, trig
+        from . import distances, frexp, histc, linalg, mode, nextafter, special, trig
 
         aten = torch.ops.aten
 
@@ -152,6 +152,7 @@ def _conditions() -> dict[Any, Any]:
                                              inputs_in(frexp.FORMATS, ("self",))))
         CALL_CONDITIONS[aten._pdist_forward.default] = distances.pdist_applies
         CALL_CONDITIONS[aten.mode.default] = mode.applies_call
+        CALL_CONDITIONS[aten.histc.default] = histc.applies_call
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(
