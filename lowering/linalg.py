@@ -44,7 +44,7 @@ import torch
 
 from lazy_core.ir import Node, Output
 
-from . import empty_linalg, householder
+from . import empty_linalg, householder, jacobi
 
 __all__ = ["DET", "MAX_ORDER", "OPS", "applies", "applies_call", "cholesky_ex", "cholesky_inverse", "cholesky_solve", "det",
            "inv_ex", "linalg_lu", "lu_factor_ex", "lu_solve", "lu_unpack", "slogdet", "solve_ex",
@@ -92,6 +92,8 @@ def _fits(op: Any, metas: list[tuple[Any, Any]], args: tuple, kwargs: dict, cont
         return empty_linalg.fits(op, metas, args, kwargs)
     if op in householder.OPS:
         return householder.fits(op, metas, args, kwargs)
+    if op in jacobi.OPS:
+        return jacobi.fits(op, metas, args, kwargs)
     if op is aten.linalg_cholesky_ex.default:
         (shape, dtype), = metas[:1]
         return _square_small(shape, dtype)
@@ -521,6 +523,7 @@ _DECOMPOSITIONS: dict[Any, Any] = {
 }
 
 _DECOMPOSITIONS.update(householder.OPS)  # geqrf, orgqr, ormqr, qr (lowering/householder.py)
+_DECOMPOSITIONS.update(jacobi.OPS)  # eigenvalues, singular values, pinv (lowering/jacobi.py)
 
 OPS: dict[Any, Any] = {op: _or_empty(op, fn) for op, fn in _DECOMPOSITIONS.items()}
 
