@@ -376,6 +376,15 @@ def _guard_multi_margin(b: _Bound, op: str, loc: Any) -> None:
     b.set("target", _safe_index(b.get("target"), 0, n, _Site(RuntimeError, "target out of range", op, loc)))
 
 
+def _guard_multilabel_margin(b: _Bound, op: str, loc: Any) -> None:
+    """``multilabel_margin_loss``: every target entry (also those after the first -1, which the
+    loss does not read) must lie in ``[-1, C)``; its decomposition gathers with them."""
+    self = b.get("self")
+    n = self.shape[-1] if self.dim() else 1
+    b.set("target", _safe_index(b.get("target"), -1, n,
+                                _Site(RuntimeError, "argument #2 'target' is out of range", op, loc)))
+
+
 def _guard_binary_cross_entropy(b: _Bound, op: str, loc: Any) -> None:
     """The CPU kernel raises for an input outside [0, 1] (NaN included); compiled, the loss
     was NaN or a finite wrong value (adversarial sweep). Its backward checks nothing, as eager."""
@@ -755,6 +764,7 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "nll_loss2d_forward": _guard_nll,
     "nll_loss2d_backward": _guard_nll,
     "multi_margin_loss": _guard_multi_margin,
+    "multilabel_margin_loss_forward": _guard_multilabel_margin,
     "binary_cross_entropy": _guard_binary_cross_entropy,
     "searchsorted": _guard_sorter,
     "multi_margin_loss_backward": _guard_multi_margin,

@@ -59,6 +59,7 @@ from .log10 import log10
 from .log_sigmoid import log_sigmoid_backward
 from .logcumsumexp import logcumsumexp
 from .mode import mode
+from .multilabel_margin import multilabel_margin_loss_forward
 from .nextafter import BITS as nextafter_dtypes
 from .nextafter import nextafter
 from .opmath import in_opmath, real_input
@@ -651,6 +652,8 @@ DECOMPOSED_OPS = (
     # ``torch.histc`` over a given range (lowering/histc.py): no torch-dialect op; eager's bin
     # arithmetic (supported_ops.CALL_CONDITIONS: finite min < max, a bounded table).
     aten.histc.default,
+    # ``F.multilabel_margin_loss`` (lowering/multilabel_margin.py): no torch-dialect op.
+    aten.multilabel_margin_loss_forward.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
@@ -2330,6 +2333,7 @@ def _table() -> dict[Any, Callable]:
     table[aten._pdist_forward.default] = pdist_forward
     table[aten.mode.default] = mode
     table[aten.histc.default] = histc
+    table[aten.multilabel_margin_loss_forward.default] = multilabel_margin_loss_forward
     table[aten._cdist_backward.default] = cdist_backward
     table[aten.index_reduce.default] = _index_reduce
     table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill

@@ -115,7 +115,17 @@ def _conditions() -> dict[Any, Any]:
     if not CALL_CONDITIONS:
         import torch
 
-        from . import distances, frexp, histc, linalg, mode, nextafter, special, trig
+        from . import (
+            distances,
+            frexp,
+            histc,
+            linalg,
+            mode,
+            multilabel_margin,
+            nextafter,
+            special,
+            trig,
+        )
 
         aten = torch.ops.aten
 
@@ -153,6 +163,7 @@ def _conditions() -> dict[Any, Any]:
         CALL_CONDITIONS[aten._pdist_forward.default] = distances.pdist_applies
         CALL_CONDITIONS[aten.mode.default] = mode.applies_call
         CALL_CONDITIONS[aten.histc.default] = histc.applies_call
+        CALL_CONDITIONS[aten.multilabel_margin_loss_forward.default] = multilabel_margin.applies_call
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(
