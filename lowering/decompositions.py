@@ -72,6 +72,7 @@ from .pooling import (
     max_pool3d_with_indices_backward,
 )
 from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
+from .segment_reduce import segment_reduce
 
 aten = torch.ops.aten
 
@@ -654,6 +655,8 @@ DECOMPOSED_OPS = (
     aten.histc.default,
     # ``F.multilabel_margin_loss`` (lowering/multilabel_margin.py): no torch-dialect op.
     aten.multilabel_margin_loss_forward.default,
+    # ``segment_reduce`` over axis 0 (lowering/segment_reduce.py): no torch-dialect op.
+    aten.segment_reduce.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
@@ -2334,6 +2337,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.mode.default] = mode
     table[aten.histc.default] = histc
     table[aten.multilabel_margin_loss_forward.default] = multilabel_margin_loss_forward
+    table[aten.segment_reduce.default] = segment_reduce
     table[aten._cdist_backward.default] = cdist_backward
     table[aten.index_reduce.default] = _index_reduce
     table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill

@@ -123,6 +123,7 @@ def _conditions() -> dict[Any, Any]:
             mode,
             multilabel_margin,
             nextafter,
+            segment_reduce,
             special,
             trig,
         )
@@ -164,6 +165,7 @@ def _conditions() -> dict[Any, Any]:
         CALL_CONDITIONS[aten.mode.default] = mode.applies_call
         CALL_CONDITIONS[aten.histc.default] = histc.applies_call
         CALL_CONDITIONS[aten.multilabel_margin_loss_forward.default] = multilabel_margin.applies_call
+        CALL_CONDITIONS[aten.segment_reduce.default] = segment_reduce.applies_call
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(
