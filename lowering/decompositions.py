@@ -73,6 +73,7 @@ from .pooling import (
 )
 from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
 from .segment_reduce import segment_reduce
+from .upsample_aa import upsample_bilinear2d_aa
 
 aten = torch.ops.aten
 
@@ -657,6 +658,8 @@ DECOMPOSED_OPS = (
     aten.multilabel_margin_loss_forward.default,
     # ``segment_reduce`` over axis 0 (lowering/segment_reduce.py): no torch-dialect op.
     aten.segment_reduce.default,
+    # Antialiased bilinear resizing (lowering/upsample_aa.py): no torch-dialect op.
+    aten._upsample_bilinear2d_aa.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
@@ -2338,6 +2341,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.histc.default] = histc
     table[aten.multilabel_margin_loss_forward.default] = multilabel_margin_loss_forward
     table[aten.segment_reduce.default] = segment_reduce
+    table[aten._upsample_bilinear2d_aa.default] = upsample_bilinear2d_aa
     table[aten._cdist_backward.default] = cdist_backward
     table[aten.index_reduce.default] = _index_reduce
     table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill

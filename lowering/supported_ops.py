@@ -126,6 +126,7 @@ def _conditions() -> dict[Any, Any]:
             segment_reduce,
             special,
             trig,
+            upsample_aa,
         )
 
         aten = torch.ops.aten
@@ -166,6 +167,7 @@ def _conditions() -> dict[Any, Any]:
         CALL_CONDITIONS[aten.histc.default] = histc.applies_call
         CALL_CONDITIONS[aten.multilabel_margin_loss_forward.default] = multilabel_margin.applies_call
         CALL_CONDITIONS[aten.segment_reduce.default] = segment_reduce.applies_call
+        CALL_CONDITIONS[aten._upsample_bilinear2d_aa.default] = upsample_aa.applies_call
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(
