@@ -51,6 +51,7 @@ from .erfinv import erfinv
 from .frexp import FORMATS as frexp_dtypes
 from .frexp import frexp
 from .histc import histc
+from .hurwitz_zeta import special_zeta
 from .hyperbolic import acosh, asinh, atanh, sinh
 from .hypot import hypot
 from .lerp import lerp, logaddexp, logaddexp2
@@ -660,6 +661,8 @@ DECOMPOSED_OPS = (
     aten.segment_reduce.default,
     # Antialiased bilinear resizing (lowering/upsample_aa.py): no torch-dialect op.
     aten._upsample_bilinear2d_aa.default,
+    # ``special.zeta`` of two tensors (lowering/hurwitz_zeta.py): no torch-dialect op.
+    aten.special_zeta.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
@@ -2342,6 +2345,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.multilabel_margin_loss_forward.default] = multilabel_margin_loss_forward
     table[aten.segment_reduce.default] = segment_reduce
     table[aten._upsample_bilinear2d_aa.default] = upsample_bilinear2d_aa
+    table[aten.special_zeta.default] = special_zeta
     table[aten._cdist_backward.default] = cdist_backward
     table[aten.index_reduce.default] = _index_reduce
     table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill

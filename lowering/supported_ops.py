@@ -119,6 +119,7 @@ def _conditions() -> dict[Any, Any]:
             distances,
             frexp,
             histc,
+            hurwitz_zeta,
             linalg,
             mode,
             multilabel_margin,
@@ -168,6 +169,7 @@ def _conditions() -> dict[Any, Any]:
         CALL_CONDITIONS[aten.multilabel_margin_loss_forward.default] = multilabel_margin.applies_call
         CALL_CONDITIONS[aten.segment_reduce.default] = segment_reduce.applies_call
         CALL_CONDITIONS[aten._upsample_bilinear2d_aa.default] = upsample_aa.applies_call
+        CALL_CONDITIONS[aten.special_zeta.default] = hurwitz_zeta.applies_call
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(
