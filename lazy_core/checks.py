@@ -376,6 +376,38 @@ def _guard_multi_margin(b: _Bound, op: str, loc: Any) -> None:
     b.set("target", _safe_index(b.get("target"), 0, n, _Site(RuntimeError, "target out of range", op, loc)))
 
 
+def _guard_multilabel_margin(b: _Bound, op: str, loc: Any) -> None:
+    """``multilabel_margin_loss``: every target entry (also those after the first -1, which the
+    loss does not read) must lie in ``[-1, C)``; its decomposition gathers with them."""
+    self = b.get("self")
+    n = self.shape[-1] if self.dim() else 1
+    b.set("target", _safe_index(b.get("target"), -1, n,
+                                _Site(RuntimeError, "argument #2 'target' is out of range", op, loc)))
+
+
+def _guard_segment_reduce(b: _Bound, op: str, loc: Any) -> None:
+    """``segment_reduce``'s checks of its segments (data): lengths that are negative or, unless
+    ``unsafe``, do not add up to the data's first dim; offsets that step back."""
+    lengths, offsets, data = b.get("lengths"), b.get("offsets"), b.get("data")
+    if _is_lazy(lengths) and lengths.dim() == 1:
+        v = lengths._lz_value()
+        if not b.get("unsafe"):
+            _fold(_op(aten.any.default, (_op(aten.lt.Scalar, (v, 0), loc),), loc),
+                  _Site(RuntimeError, "lengths contains negative value!", op, loc))
+            total = _op(aten.sum.default, (v,), loc)
+            _fold(_op(aten.ne.Scalar, (total, data.shape[0] if data.dim() else 1), loc),
+                  _Site(RuntimeError, "segment_reduce(): Expected all rows of lengths along axis to sum to "
+                        "data.size(lengths.dim()-1) when !unsafe.", op, loc))
+    elif _is_lazy(offsets) and offsets.dim() == 1 and offsets.shape[0] > 1:
+        v = offsets._lz_value()
+        n = offsets.shape[0]
+        step = _op(aten.sub.Tensor, (_op(aten.slice.Tensor, (v, 0, 1, n), loc),
+                                     _op(aten.slice.Tensor, (v, 0, 0, n - 1), loc)), loc)
+        _fold(_op(aten.any.default, (_op(aten.lt.Scalar, (step, 0), loc),), loc),
+              _Site(RuntimeError, "Expected segment_length >= 0 to be true, but got false.  (Could this error "
+                    "message be improved?  If so, please report an enhancement request to PyTorch.)", op, loc))
+
+
 def _guard_binary_cross_entropy(b: _Bound, op: str, loc: Any) -> None:
     """The CPU kernel raises for an input outside [0, 1] (NaN included); compiled, the loss
     was NaN or a finite wrong value (adversarial sweep). Its backward checks nothing, as eager."""
@@ -755,6 +787,8 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "nll_loss2d_forward": _guard_nll,
     "nll_loss2d_backward": _guard_nll,
     "multi_margin_loss": _guard_multi_margin,
+    "multilabel_margin_loss_forward": _guard_multilabel_margin,
+    "segment_reduce": _guard_segment_reduce,
     "binary_cross_entropy": _guard_binary_cross_entropy,
     "searchsorted": _guard_sorter,
     "multi_margin_loss_backward": _guard_multi_margin,

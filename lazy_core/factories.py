@@ -142,6 +142,32 @@ def _ctc_loss(log_probs: torch.Tensor, targets: torch.Tensor, input_lengths: tor
     return (loss / target_lengths.to(loss.device).clamp_min(1)).mean()
 
 
+def _may_need_grad(a: torch.Tensor) -> bool:
+    """ATen's ``_may_require_fw_or_bw_grad`` less its test for a tensor subclass (true of every
+    lazy tensor)."""
+    import torch.autograd.forward_ad as fwAD
+
+    return (torch.is_grad_enabled() and a.requires_grad) or fwAD.unpack_dual(a).tangent is not None
+
+
+def _eigvalsh(a: torch.Tensor, UPLO: str = "L") -> torch.Tensor:  # noqa: N803
+    # eigvalsh and svdvals are composite: for a tensor subclass they ask _linalg_eigh /
+    # _linalg_svd for the vectors too (only a gradient needs them), which no backend computes
+    # as LAPACK does (their signs), so the call ran eagerly. Without a gradient they ask for the
+    # values only, as eager's kernel does for a plain tensor (lowering/jacobi.py lowers that).
+    if _may_need_grad(a):
+        return torch.ops.aten.linalg_eigvalsh.default.decompose(a, UPLO)
+    with torch._C._AutoDispatchBelowAutograd():
+        return torch.ops.aten._linalg_eigh.default(a, UPLO, False)[0]
+
+
+def _svdvals(a: torch.Tensor, *, driver: str | None = None) -> torch.Tensor:
+    if _may_need_grad(a):
+        return torch.ops.aten.linalg_svdvals.default.decompose(a, driver=driver)
+    with torch._C._AutoDispatchBelowAutograd():
+        return torch.ops.aten._linalg_svd.default(a, False, False, driver=driver)[1]
+
+
 def _local_scalar_dense(t: torch.Tensor) -> Any:
     """``item()`` reached below Python dispatch: ``torch.tensor([a[0], a[1]])`` of 0-d lazy
     tensors reads each in C++ with the Python key excluded, and raised "Could not run
@@ -170,6 +196,8 @@ def register() -> None:
     lib.impl("one_hot", _one_hot, "AutogradLazy")
     lib.impl("linear", _linear, "AutogradLazy")
     lib.impl("ctc_loss.Tensor", _ctc_loss, "AutogradLazy")
+    lib.impl("linalg_eigvalsh", _eigvalsh, "AutogradLazy")
+    lib.impl("linalg_svdvals", _svdvals, "AutogradLazy")
     for name in _HOST_FACTORIES:
         packet, _, overload = name.partition(".")
         op = getattr(getattr(torch.ops.aten, packet), overload or "default")

@@ -450,8 +450,14 @@ SPECIAL_HANDLERS: dict[Any, Any] = {
 
 # Collectives (torch.distributed's c10d ops) are cut points run on the host: lazy_core.distributed.
 # DDP's bucket views (as_strided chunks) as views every backend lowers: lazy_core.strided.
+# cholesky and cholesky_inverse: their _ex forms and a device-side status check.
+# F.linear_cross_entropy's chunked custom ops, as the functional math they compute.
+from .cholesky_forms import HANDLERS as _CHOLESKY  # noqa: E402
 from .distributed import HANDLERS as _COLLECTIVES  # noqa: E402
+from .linear_cross_entropy import HANDLERS as _LINEAR_CROSS_ENTROPY  # noqa: E402
 from .strided import HANDLERS as _STRIDED  # noqa: E402
 
 SPECIAL_HANDLERS.update(_COLLECTIVES)
 SPECIAL_HANDLERS.update(_STRIDED)
+SPECIAL_HANDLERS.update(_LINEAR_CROSS_ENTROPY)
+SPECIAL_HANDLERS.update(_CHOLESKY)

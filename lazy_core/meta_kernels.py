@@ -36,11 +36,29 @@ def _mvlgamma(self: torch.Tensor, p: int) -> torch.Tensor:
     return aten.mvlgamma.default(self, p)
 
 
+def _geqrf(self: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(QR, tau)``: ``A``'s shape and ``min(m, n)`` reflectors per matrix."""
+    aten.geqrf.default(torch.empty((0, 0) if self.dim() >= 2 else (0,), dtype=self.dtype))  # eager's checks
+    m, n = self.shape[-2], self.shape[-1]
+    return torch.empty_like(self), self.new_empty((*self.shape[:-2], min(m, n)))
+
+
+def _multilabel_margin(self: torch.Tensor, target: torch.Tensor, reduction: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Its Meta kernel gives a per-sample loss of shape [1] for a 0-d or 1-d input, where the CPU
+    kernel's is 0-d."""
+    loss, is_target = aten.multilabel_margin_loss_forward.default(self, target, reduction)
+    if reduction == 0 and self.dim() < 2:
+        loss = loss.reshape(())
+    return loss, is_target
+
+
 #: op -> its shape function on meta tensors (same arguments as the op). Also ops whose Meta
 #: kernel misses an argument check of the CPU kernel.
 MISSING: dict[Any, Callable[..., Any]] = {
     aten.fake_quantize_per_tensor_affine_cachemask.default: _fake_quantize_cachemask,
     aten.mvlgamma.default: _mvlgamma,
+    aten.geqrf.default: _geqrf,
+    aten.multilabel_margin_loss_forward.default: _multilabel_margin,
 }
 
 

@@ -55,6 +55,9 @@ _CONSTANT_SCALAR_OPS |= {"var", "std", "var_mean", "std_mean"}
 # decompositions take constant scalars only (lowering/decompositions.py).
 _CONSTANT_SCALAR_OPS |= {"clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_",
                          "hardtanh", "hardtanh_"}
+# And a histogram's range: it picks eager's path (the data's range when min == max); and
+# segment_reduce's ``initial`` (decomposed with it: lowering/segment_reduce.py).
+_CONSTANT_SCALAR_OPS |= {"histc", "segment_reduce"}
 
 
 # Ops whose meta kernels skip the dtype checks their CPU kernels make (found

@@ -37,7 +37,7 @@ from .views import ViewStep
 
 aten = torch.ops.aten
 
-__all__ = ["HANDLERS", "as_strided", "dense", "memory_order"]
+__all__ = ["HANDLERS", "as_strided", "as_strided_copy", "dense", "memory_order"]
 
 
 def _contiguous_strides(shape: list[int]) -> list[int]:
@@ -132,4 +132,12 @@ def _flat_storage(storage: Any, root: TensorMeta) -> Any:
     return _t._new_tensor(storage, tuple(steps), TensorMeta((n,), root.dtype, (1,)))
 
 
-HANDLERS: dict[Any, Any] = {aten.as_strided.default: as_strided}
+def as_strided_copy(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``aten.as_strided_copy`` (special handler): a copy of ``as_strided`` above, so that it
+    reads the storage as eager's does. Recorded as is, torch-mlir read its input's value as
+    the storage (other elements for a view) and IREE failed to compile it (the OpInfo sweep)."""
+    view = as_strided(aten.as_strided.default, args, kwargs)
+    return _t.dispatch(aten.clone.default, (view,), {})
+
+
+HANDLERS: dict[Any, Any] = {aten.as_strided.default: as_strided, aten.as_strided_copy.default: as_strided_copy}

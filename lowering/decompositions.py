@@ -45,11 +45,13 @@ from . import (
 )
 from .binary_search import bucketize, searchsorted
 from .cumulative_extrema import cummax, cummaxmin_backward, cummin
-from .distances import cdist_backward, cdist_forward
+from .distances import cdist_backward, cdist_forward, pdist_forward
 from .elu import celu, elu
 from .erfinv import erfinv
 from .frexp import FORMATS as frexp_dtypes
 from .frexp import frexp
+from .histc import histc
+from .hurwitz_zeta import special_zeta
 from .hyperbolic import acosh, asinh, atanh, sinh
 from .hypot import hypot
 from .lerp import lerp, logaddexp, logaddexp2
@@ -57,6 +59,8 @@ from .log1p_expm1 import expm1, log1p
 from .log10 import log10
 from .log_sigmoid import log_sigmoid_backward
 from .logcumsumexp import logcumsumexp
+from .mode import mode
+from .multilabel_margin import multilabel_margin_loss_forward
 from .nextafter import BITS as nextafter_dtypes
 from .nextafter import nextafter
 from .opmath import in_opmath, real_input
@@ -69,6 +73,8 @@ from .pooling import (
     max_pool3d_with_indices_backward,
 )
 from .pow import pow_scalar, pow_tensor_scalar, pow_tensor_tensor
+from .segment_reduce import segment_reduce
+from .upsample_aa import upsample_bilinear2d_aa
 
 aten = torch.ops.aten
 
@@ -640,6 +646,23 @@ DECOMPOSED_OPS = (
     aten.put.default, aten.index_reduce.default,
     # ``torch.cdist``'s direct kernel and its gradient (lowering/distances.py): no torch-mlir op.
     aten._cdist_forward.default, aten._cdist_backward.default,
+    # ``F.pdist`` (same module): no torch-mlir op either; its rows' pairs of cdist's distances
+    # (supported_ops.CALL_CONDITIONS: floating, at most PDIST_MAX_ROWS rows).
+    aten._pdist_forward.default,
+    # ``torch.mode`` (lowering/mode.py): no torch-dialect op; pairwise comparisons of each row
+    # (supported_ops.CALL_CONDITIONS: rows of at most mode.MAX_ROW).
+    aten.mode.default,
+    # ``torch.histc`` over a given range (lowering/histc.py): no torch-dialect op; eager's bin
+    # arithmetic (supported_ops.CALL_CONDITIONS: finite min < max, a bounded table).
+    aten.histc.default,
+    # ``F.multilabel_margin_loss`` (lowering/multilabel_margin.py): no torch-dialect op.
+    aten.multilabel_margin_loss_forward.default,
+    # ``segment_reduce`` over axis 0 (lowering/segment_reduce.py): no torch-dialect op.
+    aten.segment_reduce.default,
+    # Antialiased bilinear resizing (lowering/upsample_aa.py): no torch-dialect op.
+    aten._upsample_bilinear2d_aa.default,
+    # ``special.zeta`` of two tensors (lowering/hurwitz_zeta.py): no torch-dialect op.
+    aten.special_zeta.default,
     # Its matrix-product path (``p = 2``, more than 25 rows): PyTorch's decomposition, eager's formula.
     aten._euclidean_dist.default,
     # Average pooling as eager's window sums (lowering/avg_pooling.py): IREE miscompiled
@@ -2316,6 +2339,13 @@ def _table() -> dict[Any, Callable]:
     table[aten.bucketize.Tensor] = table[aten.bucketize.Scalar] = bucketize
     table[aten.put.default] = _put
     table[aten._cdist_forward.default] = cdist_forward
+    table[aten._pdist_forward.default] = pdist_forward
+    table[aten.mode.default] = mode
+    table[aten.histc.default] = histc
+    table[aten.multilabel_margin_loss_forward.default] = multilabel_margin_loss_forward
+    table[aten.segment_reduce.default] = segment_reduce
+    table[aten._upsample_bilinear2d_aa.default] = upsample_bilinear2d_aa
+    table[aten.special_zeta.default] = special_zeta
     table[aten._cdist_backward.default] = cdist_backward
     table[aten.index_reduce.default] = _index_reduce
     table[aten.index_fill.int_Scalar] = table[aten.index_fill.int_Tensor] = _index_fill

@@ -1,4 +1,4 @@
-"""``torch.cdist``'s direct kernel and its gradient, as broadcast differences.
+"""``torch.cdist``'s and ``F.pdist``'s direct kernels and cdist's gradient, as broadcast differences.
 
 ``torch.cdist`` takes eager's matrix-product path for ``p = 2`` with more than 25 rows (it is
 traced as the product's own ops) and otherwise calls ``aten._cdist_forward``, which torch-mlir
@@ -21,7 +21,11 @@ import math
 
 import torch
 
-__all__ = ["cdist_backward", "cdist_forward"]
+__all__ = ["PDIST_MAX_ROWS", "cdist_backward", "cdist_forward", "pdist_applies", "pdist_forward"]
+
+#: ``pdist`` is written as one slice per row (the pairs of row ``i`` with the rows after it): the
+#: graph grows with the rows, so more of them keep eager's kernel (supported_ops.CALL_CONDITIONS).
+PDIST_MAX_ROWS = 256
 
 
 def _differences(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
@@ -39,6 +43,30 @@ def cdist_forward(x1: torch.Tensor, x2: torch.Tensor, p: float, compute_mode: in
     if math.isinf(p):  # eager's running max from 0 skips a NaN difference
         return diff.masked_fill(torch.isnan(diff), 0.0).amax(-1) if diff.shape[-1] else diff.sum(-1)
     return diff.pow(p).sum(-1).pow(1.0 / p)
+
+
+def pdist_forward(x: torch.Tensor, p: float = 2) -> torch.Tensor:
+    """``_pdist_forward`` (``F.pdist``): the distances of the pairs ``i < j`` of rows, in eager's
+    order (``i`` major), with ``cdist``'s per-pair formulas above (eager's pdist and cdist kernels
+    share them), but for ``p = inf``, where a NaN coordinate makes the distance NaN. An [N, M] input with N < 2 has no pair: an empty result."""
+    n = x.shape[0]
+    if n < 2:
+        return x.new_zeros((0,))
+    if math.isinf(p) and x.shape[1]:
+        # Unlike cdist's, pdist's running maximum is vectorized: IEEE ``maximum``, a NaN wins.
+        diff = _differences(x, x).abs()
+        nan = torch.isnan(diff).any(-1)
+        full = torch.where(nan, torch.nan, diff.masked_fill(torch.isnan(diff), 0.0).amax(-1))
+    else:
+        full = cdist_forward(x, x, p)  # [n, n]
+    return torch.cat([full[i, i + 1:] for i in range(n - 1)])
+
+
+def pdist_applies(args: tuple, kwargs: dict) -> bool:
+    """A floating [N, M] input with at most ``PDIST_MAX_ROWS`` rows (what else eager gets)."""
+    x = args[0] if args else kwargs.get("self")
+    return (isinstance(x, torch.Tensor) and x.dim() == 2 and x.dtype in (torch.float32, torch.float64)
+            and x.shape[0] <= PDIST_MAX_ROWS)
 
 
 def cdist_backward(grad: torch.Tensor, x1: torch.Tensor, x2: torch.Tensor, p: float, dist: torch.Tensor) -> torch.Tensor:

@@ -30,8 +30,10 @@ documented contract is ``info``); here the failing column and all after it are N
 triangular solve's diagonal gives +-inf/NaN where eager's ``trsm`` does, for a right-hand side
 with no zero entries (reference ``trsm`` skips a zero entry's division).
 
-Ops whose non-``_ex`` form raises inside the kernel (``cholesky``, ``cholesky_inverse``: no
-``info`` to check later) are not decomposed: their error could not be raised.
+Ops whose non-``_ex`` form raises inside the kernel have no ``info`` to check later:
+``cholesky`` is not decomposed (lazy_core/cholesky_forms.py records ``linalg_cholesky_ex``
+and the check instead); ``cholesky_inverse`` is, because that module records its check
+(a zero on the diagonal) beside it at every call.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ import torch
 
 from lazy_core.ir import Node, Output
 
-__all__ = ["DET", "MAX_ORDER", "OPS", "applies", "applies_call", "cholesky_ex", "cholesky_solve", "det",
+from . import empty_linalg, householder, jacobi
+
+__all__ = ["DET", "MAX_ORDER", "OPS", "applies", "applies_call", "cholesky_ex", "cholesky_inverse", "cholesky_solve", "det",
            "inv_ex", "linalg_lu", "lu_factor_ex", "lu_solve", "lu_unpack", "slogdet", "solve_ex",
            "solve_triangular", "triangular_solve"]
 
@@ -82,7 +86,14 @@ def _rhs_fits(a_shape: Any, b_shape: Any, b_dtype: Any, a_dtype: Any, left: bool
 
 def _fits(op: Any, metas: list[tuple[Any, Any]], args: tuple, kwargs: dict, contiguous: bool) -> bool:
     """Whether ``op`` with operands of (shape, dtype) ``metas`` is decomposed (see ``applies``);
-    ``contiguous``: whether the first operand is (see ``_det_factor``)."""
+    ``contiguous``: whether the first operand is (see ``_det_factor``). Empty operands are
+    lowering/empty_linalg.py's, for the ops it writes."""
+    if op in empty_linalg.OPS and any(empty_linalg.is_empty(s) for s, _ in metas):
+        return empty_linalg.fits(op, metas, args, kwargs)
+    if op in householder.OPS:
+        return householder.fits(op, metas, args, kwargs)
+    if op in jacobi.OPS:
+        return jacobi.fits(op, metas, args, kwargs)
     if op is aten.linalg_cholesky_ex.default:
         (shape, dtype), = metas[:1]
         return _square_small(shape, dtype)
@@ -121,6 +132,9 @@ def _fits(op: Any, metas: list[tuple[Any, Any]], args: tuple, kwargs: dict, cont
             b_shape = (*b_shape, 1)
         return _square_small(shape, dtype) and _rhs_fits(shape, b_shape, b_dtype, dtype, left)
     if op is aten.linalg_inv_ex.default:
+        (shape, dtype), = metas[:1]
+        return _square_small(shape, dtype)
+    if op is aten.cholesky_inverse.default:
         (shape, dtype), = metas[:1]
         return _square_small(shape, dtype)
     if op in (aten._linalg_slogdet.default, DET):
@@ -246,6 +260,39 @@ def cholesky_solve(b: torch.Tensor, factor: torch.Tensor, upper: bool = False) -
         return _substitute(factor, y, lower=False, unit=False)
     y = _substitute(factor, b, lower=True, unit=False)
     return _substitute(factor.mT, y, lower=False, unit=False)
+
+
+def _triangular_inverse(lower: torch.Tensor) -> torch.Tensor:
+    """``L^-1`` of a lower triangular ``L`` with LAPACK ``trtri``'s structure: entry ``(i, j)``
+    sums only the products along ``j <= k < i`` and the upper triangle is exactly 0, so a NaN or
+    infinity of ``L`` reaches the entries ``trtri``'s does and no others (a full product would
+    spread it through ``0 * NaN``)."""
+    n = lower.shape[-1]
+    cols = torch.arange(n, device=lower.device)
+    rows: list[torch.Tensor] = []
+    for i in range(n):
+        d = lower[..., i:i + 1, i]  # [..., 1]
+        if i:
+            prev = torch.stack(rows, dim=-2)  # [..., i, n]
+            terms = lower[..., i, :i].unsqueeze(-1) * prev
+            terms = terms.masked_fill(cols[:i].unsqueeze(-1) < cols, 0)  # k < j: not on a path
+            below = -terms.sum(-2) / d
+        else:
+            below = torch.zeros_like(lower[..., 0, :])
+        rows.append(torch.where(cols == i, 1 / d, torch.where(cols < i, below, 0)))
+    return torch.stack(rows, dim=-2)
+
+
+def cholesky_inverse(factor: torch.Tensor, upper: bool = False) -> torch.Tensor:
+    """``cholesky_inverse``: ``(L L^T)^-1 = L^-T L^-1`` as LAPACK's ``potri`` (``trtri``, then
+    ``lauum``: entry ``(i, j)`` sums ``k >= max(i, j)`` only), reading only ``L``'s triangle
+    (``U = L^T`` when ``upper``). Its error (a zero on the diagonal) is lazy_core/cholesky_forms.py's
+    check, recorded with it."""
+    inv = _triangular_inverse(factor.mT if upper else factor)
+    n = factor.shape[-1]
+    k = torch.arange(n, device=factor.device)
+    skip = k.view(n, 1, 1) < torch.maximum(k.view(1, n, 1), k.view(1, 1, n))
+    return (inv.unsqueeze(-1) * inv.unsqueeze(-2)).masked_fill(skip, 0).sum(-3)
 
 
 # -- LU with partial pivoting ------------------------------------------------------------------
@@ -444,8 +491,23 @@ def slogdet(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, 
     return sign * _perm_sign(pivots, lu), torch.log(torch.abs(diag)).sum(-1), lu, pivots
 
 
-#: op -> decomposition.
-OPS: dict[Any, Any] = {
+def _or_empty(op: Any, decomposition: Any) -> Any:
+    """``decomposition``, or lowering/empty_linalg.py's form when an operand is empty (the
+    shapes are static while tracing it)."""
+    empty = empty_linalg.OPS.get(op)
+
+    def decomposed(*args: Any, **kwargs: Any) -> Any:
+        if empty is not None and any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args):
+            return empty(*args, **kwargs)
+        if decomposition is None:
+            raise NotImplementedError(f"{op}: only empty operands are decomposed")
+        return decomposition(*args, **kwargs)
+
+    return decomposed
+
+
+#: op -> decomposition (``None``: only the empty form, lowering/empty_linalg.py).
+_DECOMPOSITIONS: dict[Any, Any] = {
     aten.linalg_solve_triangular.default: solve_triangular,
     aten.triangular_solve.default: triangular_solve,
     aten.linalg_cholesky_ex.default: cholesky_ex,
@@ -457,7 +519,13 @@ OPS: dict[Any, Any] = {
     aten._linalg_solve_ex.default: solve_ex,
     aten.linalg_inv_ex.default: inv_ex,
     aten._linalg_slogdet.default: slogdet,
+    aten.cholesky_inverse.default: cholesky_inverse,
 }
+
+_DECOMPOSITIONS.update(householder.OPS)  # geqrf, orgqr, ormqr, qr (lowering/householder.py)
+_DECOMPOSITIONS.update(jacobi.OPS)  # eigenvalues, singular values, pinv (lowering/jacobi.py)
+
+OPS: dict[Any, Any] = {op: _or_empty(op, fn) for op, fn in _DECOMPOSITIONS.items()}
 
 #: Decomposed here when small, but lowerable (badly) without: ``_linalg_det`` (registered with
 #: lowering/empty_contractions.py's form of a 0 x 0 matrix).

@@ -29,9 +29,10 @@ def torch_dialect_ops() -> frozenset[str]:
 #: Ops the torch dialect defines but torch-mlir 20261001 lowers in no form: a graph holding one
 #: failed to compile ("failed to legalize operation"), and without strict mode ran op by op
 #: whole, so they run eagerly at the call instead and the rest of the graph compiles.
-#: ``linalg_qr``: ``nn.init.orthogonal_``, ``torch.linalg.qr``. (Not ``as_strided_copy``, which
-#: also fails: run eagerly on its own it would read a view's logical values, not its storage;
-#: test_zoo_ops.py::test_as_strided_copy_of_a_view_reads_its_storage.)
+#: ``linalg_qr``: ``nn.init.orthogonal_``, ``torch.linalg.qr`` (small matrices are decomposed:
+#: lowering/householder.py, through ``CALL_CONDITIONS``). (Not ``as_strided_copy``, which
+#: also failed: the tracer records it as ``as_strided`` of the storage and a copy instead,
+#: lazy_core/strided.py; test_zoo_ops.py::test_as_strided_copy_of_a_view_reads_its_storage.)
 NOT_LOWERED = frozenset({"aten.linalg_qr"})
 
 
@@ -114,7 +115,20 @@ def _conditions() -> dict[Any, Any]:
     if not CALL_CONDITIONS:
         import torch
 
-        from . import frexp, linalg, nextafter, special, trig
+        from . import (
+            distances,
+            frexp,
+            histc,
+            hurwitz_zeta,
+            linalg,
+            mode,
+            multilabel_margin,
+            nextafter,
+            segment_reduce,
+            special,
+            trig,
+            upsample_aa,
+        )
 
         aten = torch.ops.aten
 
@@ -149,6 +163,13 @@ def _conditions() -> dict[Any, Any]:
                                              inputs_in(nextafter.BITS, ("self", "other"))))
         CALL_CONDITIONS.update(dict.fromkeys((aten.frexp.Tensor, aten.frexp.Tensor_out),
                                              inputs_in(frexp.FORMATS, ("self",))))
+        CALL_CONDITIONS[aten._pdist_forward.default] = distances.pdist_applies
+        CALL_CONDITIONS[aten.mode.default] = mode.applies_call
+        CALL_CONDITIONS[aten.histc.default] = histc.applies_call
+        CALL_CONDITIONS[aten.multilabel_margin_loss_forward.default] = multilabel_margin.applies_call
+        CALL_CONDITIONS[aten.segment_reduce.default] = segment_reduce.applies_call
+        CALL_CONDITIONS[aten._upsample_bilinear2d_aa.default] = upsample_aa.applies_call
+        CALL_CONDITIONS[aten.special_zeta.default] = hurwitz_zeta.applies_call
         CALL_CONDITIONS.update({
             aten.polygamma.default: lambda args, kwargs: _polygamma_order(kwargs.get("n", args[0] if args else None)),
             aten.polygamma_.default: lambda args, kwargs: _polygamma_order(

@@ -69,7 +69,6 @@ _NO_META = "runs eagerly: {} has no meta kernel in torch 2.13, so its shape cann
 
 # (name, backend) -> reason; backend "*" means every backend.
 XFAIL: dict[tuple[str, str], str] = {
-    ("geqrf", "*"): _NO_META.format("aten.geqrf"),
     ("histogram", "*"): _NO_META.format("aten.histogram.bin_ct"),
     ("histogramdd", "*"): _NO_META.format("aten._histogramdd_bin_edges"),
     # nn.functional.adaptive_avg_pool2d failed on reference ("'tensor.cast' op operand type

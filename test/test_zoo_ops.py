@@ -690,18 +690,31 @@ def test_cdist_and_its_gradient_compile_for_every_order(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", requested_backends())
-def test_as_strided_copy_of_a_view_reads_its_storage(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_as_strided_copy_of_a_view_reads_its_storage(name: str) -> None:
     """``as_strided_copy`` addresses its input's storage, like ``as_strided``: decomposed into the
     view op like the other ``*_copy`` ops, it read the transposed value's logical order instead
-    (caught in review, before it landed). It is not decomposed; whether it compiles or runs
-    eagerly, its value is eager's."""
+    (caught in review, before it landed). Recorded as is, IREE failed to compile it (the OpInfo
+    sweep's one error). It is ``as_strided``'s storage view (lazy_core/strided.py) and a copy now:
+    eager's values, strict (no fallback), for views, offsets, overlapping and empty windows; out of
+    bounds raises eager's error at the call."""
     use_backend(name)
-    monkeypatch.setenv("LAZY_STRICT", "0")
+    lazy_core.metrics.reset()
     x = torch.arange(12.0).reshape(3, 4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        got = torch.as_strided_copy(x.to("lazy").t(), [2, 2], [1, 4], 1).cpu()
-    assert torch.equal(got, torch.as_strided_copy(x.t(), [2, 2], [1, 4], 1)), got
+    cases = [
+        (lambda t: t.t(), [2, 2], [1, 4], 1),
+        (lambda t: t[1:], [2, 2], [1, 2], None),
+        (lambda t: t, [3, 3], [1, 1], 2),  # overlapping windows
+        (lambda t: t[:, 1:], [2, 3], [4, 1], 0),
+        (lambda t: t, [0, 3], [1, 1], 5),
+        (lambda t: t.t(), [12], [1], 0),
+    ]
+    for view, size, stride, offset in cases:
+        want = torch.as_strided_copy(view(x), size, stride, offset)
+        got = torch.as_strided_copy(view(x.to("lazy")), size, stride, offset).cpu()
+        assert torch.equal(got, want), (size, stride, offset, got, want)
+    assert not [k for k in lazy_core.metrics.counters() if k.startswith("fallback::")]
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        torch.as_strided_copy(x.to("lazy"), [4, 4], [4, 1], 0)
 
 
 @pytest.mark.parametrize("name", requested_backends())
