@@ -294,7 +294,8 @@ def _report(args: argparse.Namespace, results: dict[str, dict], seconds: float) 
             msg = r.get("message", "")
             # "float32: sample 3: Xxx: ..." -> the error itself
             core = msg.split(": ", 2)[-1] if msg.startswith("torch.") else msg
-            core = core.split(": ", 1)[1] if core.startswith("sample ") else core
+            # (A timeout's message is "sample 1 exceeded 60.0s": no ": " after the sample.)
+            core = core.split(": ", 1)[-1] if core.startswith("sample ") else core
             causes[f"{r['status']}: {u.cause(core)}"].append(name)
         for op_str, why in r.get("fallbacks", {}).items():
             if why not in u.BY_DESIGN:
