@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["OPS", "fits", "is_empty"]
+__all__ = ["OPS", "fits", "is_empty", "rhs_fits"]
 
 aten = torch.ops.aten
 
@@ -36,7 +36,9 @@ def _square(shape: Any, dtype: Any) -> bool:
     return dtype in _FLOATS and len(shape) >= 2 and shape[-1] == shape[-2]
 
 
-def _rhs(a_shape: Any, b_shape: Any, b_dtype: Any, a_dtype: Any, left: bool = True) -> bool:
+def rhs_fits(a_shape: Any, b_shape: Any, b_dtype: Any, a_dtype: Any, left: bool = True) -> bool:
+    """``B`` is a matrix of ``A``'s dtype whose solved dim is ``A``'s order and whose batch dims
+    broadcast with ``A``'s: what eager accepts (otherwise eager raises its own error)."""
     if b_dtype != a_dtype or len(b_shape) < 2 or b_shape[-2 if left else -1] != a_shape[-1]:
         return False
     try:
@@ -63,22 +65,22 @@ def fits(op: Any, metas: list[tuple[Any, Any]], args: tuple, kwargs: dict) -> bo
     if op is aten.linalg_solve_triangular.default:
         (a_shape, a_dtype), (b_shape, b_dtype) = metas[:2]
         left = _arg(args, kwargs, 3, "left", True)
-        return _square(a_shape, a_dtype) and _rhs(a_shape, b_shape, b_dtype, a_dtype, left)
+        return _square(a_shape, a_dtype) and rhs_fits(a_shape, b_shape, b_dtype, a_dtype, left)
     if op in (aten.triangular_solve.default, aten.cholesky_solve.default):
         (b_shape, b_dtype), (a_shape, a_dtype) = metas[:2]
-        return _square(a_shape, a_dtype) and _rhs(a_shape, b_shape, b_dtype, a_dtype)
+        return _square(a_shape, a_dtype) and rhs_fits(a_shape, b_shape, b_dtype, a_dtype)
     if op is aten.linalg_lu_solve.default:
         (shape, dtype), (p_shape, p_dtype), (b_shape, b_dtype) = metas[:3]
         return (_square(shape, dtype) and p_dtype == torch.int32 and tuple(p_shape) == tuple(shape[:-1])
-                and _rhs(shape, b_shape, b_dtype, dtype, kwargs.get("left", True)))
+                and rhs_fits(shape, b_shape, b_dtype, dtype, kwargs.get("left", True)))
     if op is aten._linalg_solve_ex.default:
         # Only an empty A (a non-empty one is factored, its LU and info are results).
         (shape, dtype), (b_shape, b_dtype) = metas[:2]
         if not is_empty(shape) or not _square(shape, dtype) or b_dtype != dtype:
             return False
         if len(b_shape) == 1 or (len(shape) - 1 == len(b_shape) and tuple(b_shape) == tuple(shape[:-1])):
-            return kwargs.get("left", True) and _rhs(shape, (*b_shape, 1), b_dtype, dtype)
-        return _rhs(shape, b_shape, b_dtype, dtype, kwargs.get("left", True))
+            return kwargs.get("left", True) and rhs_fits(shape, (*b_shape, 1), b_dtype, dtype)
+        return rhs_fits(shape, b_shape, b_dtype, dtype, kwargs.get("left", True))
     return False
 
 

@@ -74,14 +74,9 @@ def _square_small(shape: Any, dtype: Any) -> bool:
 
 def _rhs_fits(a_shape: Any, b_shape: Any, b_dtype: Any, a_dtype: Any, left: bool = True) -> bool:
     """``B`` is a matrix of ``A``'s dtype whose solved dim is ``A``'s order and whose batch
-    dims broadcast with ``A``'s (what eager accepts; otherwise eager raises its own error)."""
-    if b_dtype != a_dtype or len(b_shape) < 2 or b_shape[-2 if left else -1] != a_shape[-1]:
-        return False
-    try:
-        torch.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
-    except RuntimeError:
-        return False
-    return all(s > 0 for s in b_shape)
+    dims broadcast with ``A``'s (what eager accepts; otherwise eager raises its own error),
+    and it is not empty."""
+    return empty_linalg.rhs_fits(a_shape, b_shape, b_dtype, a_dtype, left) and all(s > 0 for s in b_shape)
 
 
 def _fits(op: Any, metas: list[tuple[Any, Any]], args: tuple, kwargs: dict, contiguous: bool) -> bool:

@@ -9,6 +9,8 @@ with a size, a size baked into a constant, a size of 1.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -51,8 +53,9 @@ def _mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 4))
 
 
-def _train(model: nn.Module, sizes: list[int], device: str) -> tuple[list[float], list[torch.Tensor]]:
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+def _train(model: nn.Module, sizes: list[int], device: str,
+           optimizer: Any = None) -> tuple[list[float], list[torch.Tensor]]:
+    opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-2)))(list(model.parameters()))
     losses = []
     for i, n in enumerate(sizes):
         g = torch.Generator().manual_seed(i)
@@ -103,22 +106,8 @@ def test_a_second_step_at_other_sizes_generalizes_with_the_first_step_that_made_
     cpu = _mlp()
     lazy = _mlp()
     lazy.load_state_dict(cpu.state_dict())
-    results = []
-    for model, device in ((cpu, "cpu"), (lazy.to("lazy"), "lazy")):
-        opt, losses = make(list(model.parameters())), []
-        for i, n in enumerate(sizes):
-            g = torch.Generator().manual_seed(i)
-            x, y = torch.randn(n, 8, generator=g), torch.randint(0, 4, (n,), generator=g)
-            torch.manual_seed(100 + i)
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x.to(device)), y.to(device))
-            loss.backward()
-            opt.step()
-            if device == "lazy":
-                lazy_core.mark_step()
-            losses.append(loss.item())
-        results.append((losses, [p.detach().cpu() for p in model.parameters()]))
-    (want_losses, want_params), (got_losses, got_params) = results
+    want_losses, want_params = _train(cpu, sizes, "cpu", make)
+    got_losses, got_params = _train(lazy.to("lazy"), sizes, "lazy", make)
     torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(want_losses), rtol=1e-5, atol=1e-5)
     for got, want in zip(got_params, want_params):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
