@@ -344,11 +344,7 @@ def test_gpt2_generate_compiles_nothing_at_a_second_prompt_length(monkeypatch, t
     # every weight is small and host-known and the whole of generate() is evaluated on the host
     # (0 compiles on every call: nothing here would be measured).
     cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=100, n_positions=128)
-    torch.manual_seed(0)
-    cpu = transformers.GPT2LMHeadModel(cfg).eval()
-    lazy = transformers.GPT2LMHeadModel(cfg).eval()
-    lazy.load_state_dict(cpu.state_dict())
-    lazy = lazy.to("lazy")
+    cpu, lazy = _gpt2_pair(transformers, cfg)
 
     def generate(model: nn.Module, ids: torch.Tensor, device: str) -> torch.Tensor:
         with torch.no_grad():
@@ -518,6 +514,15 @@ def test_iree_still_misreads_an_inferred_view_size_next_to_a_dynamic_one() -> No
     assert got.shape != x.shape or not np.allclose(got, x + 1), "IREE infers the -1 now: drop the workaround"
 
 
+def _gpt2_pair(transformers: Any, cfg: Any) -> tuple[Any, Any]:
+    """An HF GPT-2 in eval mode on the CPU and its copy on device ``lazy``."""
+    torch.manual_seed(0)
+    cpu = transformers.GPT2LMHeadModel(cfg).eval()
+    lazy = transformers.GPT2LMHeadModel(cfg).eval()
+    lazy.load_state_dict(cpu.state_dict())
+    return cpu, lazy.to("lazy")
+
+
 def test_hf_gpt2_over_varying_batch_and_length_with_left_padding_matches_eager(compiled_cpu) -> None:
     """HF GPT-2 (sdpa, a left-padded attention mask) as batch and length both vary: with both
     dims dynamic its ``view((-1,) + input_shape[1:])`` returned uniform logits (loss ln(50)) on
@@ -525,11 +530,7 @@ def test_hf_gpt2_over_varying_batch_and_length_with_left_padding_matches_eager(c
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     cfg = transformers.GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=2, n_positions=64)
-    torch.manual_seed(0)
-    cpu = transformers.GPT2LMHeadModel(cfg).eval()
-    lazy = transformers.GPT2LMHeadModel(cfg).eval()
-    lazy.load_state_dict(cpu.state_dict())
-    lazy = lazy.to("lazy")
+    cpu, lazy = _gpt2_pair(transformers, cfg)
     for i, (b, s) in enumerate([(2, 8), (2, 12), (3, 12), (2, 9), (4, 16), (3, 7)]):
         g = torch.Generator().manual_seed(i)
         ids = torch.randint(0, 50, (b, s), generator=g)
