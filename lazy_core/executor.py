@@ -176,6 +176,7 @@ class GraphExecutor:
 
     def live_storages(self) -> list[Storage]:
         """Every live storage in creation order (and drop the dead references)."""
+        source_location.forget_frames()  # its frame's locals would count as live
         alive: list[Storage] = []
         refs: list[weakref.ref[Storage]] = []
         for ref in self._live:

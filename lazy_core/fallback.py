@@ -58,6 +58,28 @@ def refused_dtypes() -> frozenset:
     return _refused[1]
 
 
+_MISSING = object()
+#: Static id of a traced signature (tensor.py's shape cache) -> refused_dtype's answer for it,
+#: for the backend in ``_by_signature_backend``: the signature fixes every dtype involved.
+_by_signature: dict[int, torch.dtype | None] = {}
+_by_signature_backend: Any = None
+
+
+def refused_dtype_of(sid: int, metas: Any, operands: Any) -> torch.dtype | None:
+    """``refused_dtype`` for the traced signature ``sid`` (computed once per signature)."""
+    global _by_signature_backend
+    backend = _registry._active
+    if backend is not _by_signature_backend or backend is None:
+        _by_signature.clear()
+        _by_signature_backend = backend
+    bad = _by_signature.get(sid, _MISSING)
+    if bad is _MISSING:
+        if len(_by_signature) >= 1 << 16:
+            _by_signature.clear()
+        bad = _by_signature[sid] = refused_dtype(metas, operands)
+    return bad  # type: ignore[return-value]
+
+
 def refused_dtype(metas: Any, operands: Any) -> torch.dtype | None:
     """The first dtype among an op's results and operands the backend cannot run, or None."""
     refused = refused_dtypes()

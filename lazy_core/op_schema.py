@@ -203,6 +203,10 @@ class OpPlan:
     # Whether eager refuses an input that partially overlaps the written tensor
     # (TensorIterator's check, for pointwise ops; lazy_core.overlap).
     checks_overlap: bool = False
+    # How many values the op returns (``_schema.returns`` is a binding call: read once).
+    n_returns: int = 0
+    # The functional variant's own plan (looked up once, not per traced write).
+    functional_plan: Any = None
 
 
 # Keyed by id(op): OpOverload.__hash__ is a Python function, and this lookup
@@ -263,8 +267,11 @@ def _make_plan(op: Any) -> OpPlan:
     p.decompose = base_name.startswith("_foreach_") and torch._C._dispatch_has_kernel_for_dispatch_key(
         op.name(), "CompositeExplicitAutograd"
     )
+    p.n_returns = len(schema.returns)
     if p.mutated:
         p.functional = _functional_variant(op, p)
+        if p.functional is not None:
+            p.functional_plan = plan(p.functional)
         p.casts_result = not p.is_out_variant or torch.Tag.pointwise in tags
     p.checks_overlap = torch.Tag.pointwise in tags or (
         # ``where.self_out`` lacks the tag its functional form has.

@@ -911,16 +911,31 @@ def _check_numbers_fit(op: Any, p: OpPlan, args: tuple, kwargs: dict) -> None:
     on stand-ins for its verdict: pointwise ops on one element per operand, others on
     ones of the operands' shapes (up to ``_CPU_ERROR_ELEMENTS``).
     """
-    # Runs for every op with a number argument (``x * 0.5``): plain loops, no generators.
+    # Runs for every op with a number argument (``x * 0.5``, each ``mul_`` of an optimizer
+    # step): plain loops, no generators, no list unless there is a number.
     n = len(args)
-    numbers = [args[i] for i in p.number_positions if i < n and (type(args[i]) is float or type(args[i]) is int)]
+    numbers = None
+    for i in p.number_positions:
+        if i < n:
+            v = args[i]
+            if type(v) is float or type(v) is int:
+                if numbers is None:
+                    numbers = [v]
+                else:
+                    numbers.append(v)
     if kwargs:
-        numbers += [v for k, v in kwargs.items() if (type(v) is float or type(v) is int) and k in p.number_names]
-    if not numbers:  # the common case: tensors only
+        names = p.number_names
+        for k, v in kwargs.items():
+            if (type(v) is float or type(v) is int) and k in names:
+                if numbers is None:
+                    numbers = [v]
+                else:
+                    numbers.append(v)
+    if numbers is None:  # the common case: tensors only
         return
     dtype = None
     for a in args:
-        if isinstance(a, torch.Tensor):
+        if type(a) is LazyTensor or isinstance(a, torch.Tensor):
             dtype = a.dtype
             break
     if dtype is None:
@@ -931,9 +946,8 @@ def _check_numbers_fit(op: Any, p: OpPlan, args: tuple, kwargs: dict) -> None:
     if bounds is None:
         return
     lo, hi = bounds
-    floating = dtype.is_floating_point
     for v in numbers:
-        if not lo <= v <= hi and _out_of_range(v, floating, lo, hi):  # NaN fails the first test only
+        if not lo <= v <= hi and _out_of_range(v, dtype.is_floating_point, lo, hi):  # NaN fails the first test only
             break
     else:
         return
@@ -1014,7 +1028,14 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
         ckwargs, kkeys = {}, []
         sa = p.scalar_args
         for name, v in kwargs.items():
-            c, k = conv.conv(v, name in sa)
+            tv = type(v)
+            if (tv is float or tv is int) and name in sa and (p.lifts_every_value or v != 0 and v != 1):
+                # A lifted keyword scalar (``addcmul_(a, b, value=0.1)``), as in _Converter.conv.
+                c = Output(ScalarParam(v, location))
+                operands.append(c)
+                k = ("P", tv)
+            else:
+                c, k = conv.conv(v, name in sa)
             ckwargs[name] = c
             kkeys.append((name, k))
         key = (tuple(akeys), tuple(kkeys))
@@ -1023,7 +1044,7 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
         key = (tuple(akeys), ())
     cargs_t = tuple(cargs)
     metas, template, sid = _infer(op, p, cargs_t, ckwargs, key)
-    bad = fallback.refused_dtype(metas, operands)
+    bad = fallback.refused_dtype_of(sid, metas, operands)
     if bad is not None:  # complex/quantized: never compiled (lazy_core.fallback)
         raise _Untraceable(f"dtype {bad} is not supported by backend {active_backend().name}")
     node = Node(op, cargs_t, ckwargs, tuple(operands), metas, location, sid)
@@ -1041,7 +1062,7 @@ def _in_layout(value: Output, layout: TensorMeta) -> Output:
     contiguous clone, and the inverse permute (values unchanged).
     """
     have = value.meta
-    if have.shape != layout.shape or all(a == b for a, b, n in zip(have.stride, layout.stride, have.shape) if n > 1):
+    if have.stride == layout.stride or have.shape != layout.shape or all(a == b for a, b, n in zip(have.stride, layout.stride, have.shape) if n > 1):
         return value  # (the same addresses: strides of size-1 dims address nothing)
     from .strided import dense, memory_order
 
@@ -1274,6 +1295,8 @@ def _device_of(args: tuple) -> int:
 
 
 _IDENTITY_VIEWS = {aten.detach.default, aten.alias.default}
+#: By id: ``OpOverload.__hash__`` is Python code, and ``_view`` runs for every view op.
+_IDENTITY_VIEW_IDS = frozenset(id(op) for op in _IDENTITY_VIEWS)
 
 
 @functools.cache
@@ -1300,7 +1323,7 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
         with torch.inference_mode(False):
             return _view(func, p, args, kwargs)
     rest = args[1:]
-    if func in _IDENTITY_VIEWS:
+    if id(func) in _IDENTITY_VIEW_IDS:
         # alias/detach: same value, no node (autograd makes many of these).
         view = _new_tensor(base._lz_storage, base._lz_view + (ViewStep(func, rest, kwargs, tuple(base.shape)),),
                           TensorMeta(tuple(base.shape), base.dtype, tuple(base.stride())))
@@ -1308,7 +1331,7 @@ def _view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
         return view
     in_shape = tuple(base.shape)
     try:
-        node, template = record(func, args, kwargs)
+        node, template = record(func, args, kwargs, None, p)
     except _Untraceable as e:
         return _eager_view(func, base, rest, kwargs, in_shape, why=str(e))
     if isinstance(template, _Slot):
@@ -1382,12 +1405,10 @@ def _inplace_view(func: Any, p: OpPlan, args: tuple, kwargs: dict) -> Any:
     return self
 
 
-def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tuple, dict] | None = None) -> Any:
-    """Record the functional variant of in-place/out= ``func`` and assign its results to the
-    tensors it writes, taken from ``written`` (the caller's arguments) when given."""
-    if p.functional is None:
-        return fallback.run_eagerly(func, args, kwargs, why="no functional variant")
-    wargs, wkwargs = written or (args, kwargs)
+def _written(func: Any, p: OpPlan, args: tuple, kwargs: dict, wargs: tuple,
+             wkwargs: dict) -> tuple[list[Any], list[Any], tuple, dict]:
+    """The tensors ``func`` writes (as passed, and flattened) and its functional variant's
+    arguments, for ``out=`` ops, several written arguments and reordered functional variants."""
     if p.is_out_variant:
         targets = [wkwargs[m] for m in p.mutated]
         fargs, fkwargs = args, {k: v for k, v in kwargs.items() if k not in p.mutated}
@@ -1404,6 +1425,26 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
     if not all(isinstance(t, LazyTensor) for t in flat_targets):
         bad = next(t for t in flat_targets if not isinstance(t, LazyTensor))
         raise _device_mismatch(bad)
+    return targets, flat_targets, fargs, fkwargs
+
+
+def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tuple, dict] | None = None) -> Any:
+    """Record the functional variant of in-place/out= ``func`` and assign its results to the
+    tensors it writes, taken from ``written`` (the caller's arguments) when given."""
+    if p.functional is None:
+        return fallback.run_eagerly(func, args, kwargs, why="no functional variant")
+    wargs, wkwargs = written or (args, kwargs)
+    if not p.is_out_variant and not p.functional_args and len(p.mutated) == 1:
+        # The common case (``x.mul_(2)``, each write of an optimizer step): one written
+        # argument, and the functional variant takes the same arguments.
+        i = p.arg_index[p.mutated[0]]
+        target = wargs[i] if i < len(wargs) else wkwargs[p.mutated[0]]
+        if not isinstance(target, LazyTensor):
+            raise _device_mismatch(target)
+        targets = flat_targets = [target]
+        fargs, fkwargs = args, kwargs
+    else:
+        targets, flat_targets, fargs, fkwargs = _written(func, p, args, kwargs, wargs, wkwargs)
     if p.checks_overlap:
         inputs = [a for a in (*wargs, *wkwargs.values()) if type(a) is LazyTensor]
         if len(inputs) > 1:
@@ -1411,7 +1452,7 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
     elif shares_memory(flat_targets, wargs, wkwargs):
         check_on_cpu(func, wargs, wkwargs)
     try:
-        node, template = record(p.functional, fargs, fkwargs)
+        node, template = record(p.functional, fargs, fkwargs, None, p.functional_plan)
     except _Untraceable as e:
         return fallback.run_eagerly(func, wargs, wkwargs, why=str(e))
     slots: list[_Slot] = []
@@ -1578,9 +1619,8 @@ def _collect_slots(template: Any, out: list[_Slot]) -> None:
 
 
 def _mutation_result(func: Any, p: OpPlan, args: tuple, kwargs: dict, targets: list[Any]) -> Any:
-    returns = func._schema.returns
-    if not returns:
+    if not p.n_returns:
         return None
-    if len(returns) == 1:
+    if p.n_returns == 1:
         return targets[0]
     return tuple(targets)

@@ -57,21 +57,26 @@ _RESHAPES = {
 }
 _IDENTITY = {"alias", "detach", "lift_fresh", "lift", "_alias"}
 
+# id(op) -> its base name, for ViewStep.kind. OpOverloads live as long as the process (the
+# torch.ops namespace holds them), so their ids stay theirs.
+_kinds: dict[int, str] = {}
+
 
 class ViewStep:
     """One view op applied to the value below it: ``op(value, *rest)``."""
 
-    __slots__ = ("op", "rest", "kwargs", "in_shape")
+    __slots__ = ("op", "rest", "kwargs", "in_shape", "kind")
 
     def __init__(self, op: Any, rest: tuple, kwargs: dict, in_shape: tuple[int, ...]) -> None:
         self.op = op
         self.rest = rest
         self.kwargs = kwargs
         self.in_shape = in_shape
-
-    @property
-    def kind(self) -> str:
-        return self.op._schema.name.split("::")[-1]
+        #: The op's base name (``view``, ``slice``...), read on every write through the view.
+        kind = _kinds.get(id(op))
+        if kind is None:
+            kind = _kinds[id(op)] = op._schema.name.split("::")[-1]
+        self.kind = kind
 
     def apply(self, record: Recorder, value: Output) -> Output:
         kind = self.kind
@@ -267,6 +272,11 @@ def broadcasts(view: tuple[ViewStep, ...], shape: tuple[int, ...]) -> bool:
     to more elements, or an ``as_strided`` whose elements may share addresses. Writing through
     such a chain step by step loses which copy was written (``x.as_strided((2, 1), (0, 1))[0]
     .fill_(v)`` writes one address; inverting the ``as_strided`` scatters both rows there)."""
+    for step in view:  # the common case: neither kind in the chain
+        if step.kind == "as_strided" or step.kind.startswith("expand"):
+            break
+    else:
+        return False
     outs = [step.in_shape for step in view[1:]] + [shape]
     return any((step.kind.startswith("expand") and _numel(out) != _numel(step.in_shape))
                or (step.kind == "as_strided" and not _distinct_addresses(out, step.rest[1]))

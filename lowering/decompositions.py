@@ -478,6 +478,13 @@ DECOMPOSED_OPS = (
     aten.hardshrink.default,
     aten.hardtanh_backward.default,
     aten.softplus_backward.default,
+    # ``tanh_backward(grad, y)`` with operands of different (broadcast) shapes, as
+    # ``torch.func.jacrev(torch.tanh)`` and ``vmap`` make: torch-mlir 20261001's decomposition
+    # types its ``y * y`` with the result's shape ("'tensor.cast' op operand type
+    # 'tensor<3xf32>' and result type 'tensor<3x3xf32>' are cast incompatible"), so the graph
+    # failed to compile on every backend (adversary round 40). Eager's formula (_ONLY_WHEN:
+    # shapes that differ).
+    aten.tanh_backward.default,
     # The backwards of hardsigmoid, softshrink and hardshrink: no lowering in torch-mlir, so each
     # training step through one cut its graph around an eager call (an adversarial sweep of 102
     # backward passes). Eager's kernel formulas.
@@ -1441,6 +1448,14 @@ def _hardtanh_backward(grad: torch.Tensor, x: torch.Tensor, min_val: Any, max_va
     return grad.masked_fill((x <= min_val) | (x >= max_val), 0)
 
 
+def _tanh_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Eager's kernel, ``grad * (1 - y * y)``: in float32 for half precision, rounded once."""
+    out = torch.result_type(grad, y)
+    if out in _HALF_FLOATS:
+        grad, y = grad.float(), y.float()
+    return (grad * (1 - y * y)).to(out)
+
+
 def _hardsigmoid_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Eager's kernel: ``grad * (1/6)`` where ``-3 < x < 3``, else 0 (NaN included); half
     precision in float32, rounded once."""
@@ -1494,6 +1509,11 @@ def _integer_zero_alpha(node: Node) -> bool:
 def _floating_result(node: Node) -> bool:
     meta = node.metas[0] if node.metas else None
     return meta is not None and meta.dtype.is_floating_point
+
+
+def _operand_shapes_differ(node: Node) -> bool:
+    """The op's tensor operands do not all have one shape (they broadcast)."""
+    return len({o.meta.shape for o in node.args if isinstance(o, Output) and o.meta is not None}) > 1
 
 
 def _floating_second_input(node: Node) -> bool:
@@ -2380,6 +2400,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.softshrink.default] = in_opmath(_softshrink)
     table[aten.hardshrink.default] = _hardshrink
     table[aten.hardtanh_backward.default] = _hardtanh_backward
+    table[aten.tanh_backward.default] = _tanh_backward
     table[aten.hardsigmoid_backward.default] = _hardsigmoid_backward
     table[aten.softshrink_backward.default] = table[aten.hardshrink_backward.default] = _shrink_backward
     table[aten.tanh.default] = tanh.saturating_tanh
@@ -2470,6 +2491,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.nll_loss_forward.default: lambda node: _no_loss_positions(node),
     aten.nll_loss_backward.default: lambda node: _no_loss_positions(node),
     aten.tanh.default: _floating_input,
+    aten.tanh_backward.default: lambda node: _operand_shapes_differ(node),
     aten.gelu.default: _tanh_gelu,
     aten.gelu_backward.default: _tanh_gelu,
     **dict.fromkeys(_NEAREST_BACKWARDS, _non_integer_upsampling),
