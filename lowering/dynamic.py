@@ -421,6 +421,9 @@ def _size_arguments(target: Any) -> tuple[frozenset[int], frozenset[str]]:
 
 #: Views whose input is flattened first when it has two dynamic dims (symbolic_graph).
 _VIEWS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.reshape.default})
+#: Reductions of every element to one boolean, taken over the flattened input when it has a
+#: dynamic dim and more than one dim (``symbolic_graph``).
+_WHOLE_BOOL_REDUCTIONS = frozenset({torch.ops.aten.any.default, torch.ops.aten.all.default})
 
 
 def symbolic_graph(plan: Plan) -> tuple[Graph, dict[int, list[int]]]:
@@ -533,6 +536,14 @@ def symbolic_graph(plan: Plan) -> tuple[Graph, dict[int, list[int]]]:
             if any(d is None for d in plan.dims[source]) and isinstance(args[1], list | tuple) and -1 in args[1]:
                 args = (args[0], inferred(source, args[1]), *args[2:])
             if sum(d is None for d in plan.dims[source]) >= 2:
+                args = (flattened(source), *args[1:])
+        elif node.target in _WHOLE_BOOL_REDUCTIONS and isinstance(node.args[0], FxNode):
+            # IREE 3.13 failed to compile ``any`` of a 2-d boolean with a dynamic dim made by an
+            # expand (the index check of ``embedding(ids.expand(b, s))``, HF BERT's token types):
+            # "exceeded stack allocation limit of 32768 bytes ... Got 18014398509481984 bytes",
+            # so BERT's step compiled statically at every new size. Over the 1-d view it compiles.
+            source = position[node.args[0]]
+            if len(plan.dims[source]) >= 2 and any(d is None for d in plan.dims[source]):
                 args = (flattened(source), *args[1:])
         copy = out.create_node(node.op, node.target, args, kwargs, name=node.name)
         if "stack_trace" in node.meta:

@@ -514,6 +514,68 @@ def test_iree_still_misreads_an_inferred_view_size_next_to_a_dynamic_one() -> No
     assert got.shape != x.shape or not np.allclose(got, x + 1), "IREE infers the -1 now: drop the workaround"
 
 
+class _TokenTypes(nn.Module):
+    """HF BERT's embeddings without token types given: a buffer of zeros gathered at the
+    positions and expanded to (batch, length), through an embedding and its backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.types = nn.Embedding(2, 8)
+        self.words = nn.Embedding(50, 8)
+        self.register_buffer("buffered", torch.zeros(1, 64, dtype=torch.long), persistent=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        b, s = ids.shape
+        positions = torch.arange(s, device=ids.device).unsqueeze(0)
+        types = torch.gather(self.buffered.expand(1, -1), 1, positions).expand(b, s)
+        return (self.words(ids) + self.types(types)).square().mean()
+
+
+def test_buffered_token_types_over_varying_lengths_compile_one_dynamic_plan(compiled_cpu) -> None:
+    """The index check of an embedding of expanded token types (HF BERT without
+    ``token_type_ids``) is an ``any`` over a 2-d boolean with a dynamic dim, which IREE 3.13
+    failed to compile: BERT's training step compiled statically at every new length (19
+    compiles for 10 steps; adversary round 39). Over the flattened view it compiles once."""
+    torch.manual_seed(0)
+    cpu = _TokenTypes()
+    lazy = _TokenTypes()
+    lazy.load_state_dict(cpu.state_dict())
+    lazy = lazy.to("lazy")
+    opts = [torch.optim.SGD(m.parameters(), lr=0.5) for m in (cpu, lazy)]
+    for i, s in enumerate([8, 12, 9, 16, 11, 7]):
+        ids = torch.randint(0, 50, (3, s), generator=torch.Generator().manual_seed(i))
+        for model, opt, device in ((cpu, opts[0], "cpu"), (lazy, opts[1], "lazy")):
+            opt.zero_grad()
+            model(ids.to(device)).backward()
+            opt.step()
+        lazy_core.mark_step()
+    for want, got in zip(cpu.parameters(), lazy.parameters(), strict=True):
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-5, atol=1e-6)
+    c = metrics.counters()
+    assert c.get("dynamic_compile_error", 0) == 0, c
+    assert c.get("dynamic_reuse", 0) >= 3, c
+
+
+def test_iree_still_fails_any_of_an_expanded_dynamic_gather() -> None:
+    """Upstream canary for the flattened ``any``/``all`` in lowering/dynamic.py: IREE 3.13
+    fails to compile ``any`` of a compare of ``gather(...).expand(2, -1)`` with a dynamic
+    length ("exceeded stack allocation limit"). When this fails, IREE compiles it: drop the
+    workaround."""
+    import iree.compiler as ic
+    from torch_mlir import fx
+
+    class Checked(nn.Module):
+        def forward(self, ids: torch.Tensor, buf: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
+            t = torch.gather(buf.expand(1, -1), 1, ids).expand(2, -1)
+            return ((t < 0) | (t >= bound[2])).any()
+
+    module = fx.export_and_import(
+        Checked(), torch.arange(8).unsqueeze(0), torch.zeros(1, 64, dtype=torch.long), torch.tensor([1, 2, 3, 4]),
+        dynamic_shapes=({1: torch.export.Dim("s", min=2, max=64)}, {}, {}), output_type="torch")
+    with pytest.raises(Exception, match="exceeded stack allocation limit"):
+        ic.compile_str(str(module), target_backends=["llvm-cpu"], input_type="torch")
+
+
 def _gpt2_pair(transformers: Any, cfg: Any) -> tuple[Any, Any]:
     """An HF GPT-2 in eval mode on the CPU and its copy on device ``lazy``."""
     torch.manual_seed(0)
