@@ -1029,7 +1029,7 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
         sa = p.scalar_args
         for name, v in kwargs.items():
             tv = type(v)
-            if (tv is float or tv is int) and name in sa and (p.lifts_every_value or v != 0 and v != 1):
+            if (tv is float or tv is int) and name in sa and v != 0 and v != 1:
                 # A lifted keyword scalar (``addcmul_(a, b, value=0.1)``), as in _Converter.conv.
                 c = Output(ScalarParam(v, location))
                 operands.append(c)
@@ -1434,16 +1434,16 @@ def _mutate(func: Any, p: OpPlan, args: tuple, kwargs: dict, written: tuple[tupl
     if p.functional is None:
         return fallback.run_eagerly(func, args, kwargs, why="no functional variant")
     wargs, wkwargs = written or (args, kwargs)
+    target = None
     if not p.is_out_variant and not p.functional_args and len(p.mutated) == 1:
         # The common case (``x.mul_(2)``, each write of an optimizer step): one written
-        # argument, and the functional variant takes the same arguments.
+        # lazy tensor, and the functional variant takes the same arguments.
         i = p.arg_index[p.mutated[0]]
         target = wargs[i] if i < len(wargs) else wkwargs[p.mutated[0]]
-        if not isinstance(target, LazyTensor):
-            raise _device_mismatch(target)
+    if type(target) is LazyTensor or isinstance(target, LazyTensor):
         targets = flat_targets = [target]
         fargs, fkwargs = args, kwargs
-    else:
+    else:  # out=, several or listed written tensors, a reordered functional variant, bad input
         targets, flat_targets, fargs, fkwargs = _written(func, p, args, kwargs, wargs, wkwargs)
     if p.checks_overlap:
         inputs = [a for a in (*wargs, *wkwargs.values()) if type(a) is LazyTensor]
