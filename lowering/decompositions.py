@@ -47,6 +47,7 @@ from .binary_search import bucketize, searchsorted
 from .cumulative_extrema import cummax, cummaxmin_backward, cummin
 from .distances import cdist_backward, cdist_forward, pdist_forward
 from .elu import celu, elu
+from .embedding_renorm import embedding_renorm
 from .erfinv import erfinv
 from .frexp import FORMATS as frexp_dtypes
 from .frexp import frexp
@@ -485,6 +486,10 @@ DECOMPOSED_OPS = (
     # failed to compile on every backend (adversary round 40). Eager's formula (_ONLY_WHEN:
     # shapes that differ).
     aten.tanh_backward.default,
+    # ``nn.Embedding(max_norm=...)``'s ``embedding_renorm_``: no lowering in torch-mlir, so every
+    # forward of such an embedding ran it eagerly and cut the step's graph (adversary round 40).
+    # lowering/embedding_renorm.py.
+    aten.embedding_renorm.default,
     # The backwards of hardsigmoid, softshrink and hardshrink: no lowering in torch-mlir, so each
     # training step through one cut its graph around an eager call (an adversarial sweep of 102
     # backward passes). Eager's kernel formulas.
@@ -2401,6 +2406,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.hardshrink.default] = _hardshrink
     table[aten.hardtanh_backward.default] = _hardtanh_backward
     table[aten.tanh_backward.default] = _tanh_backward
+    table[aten.embedding_renorm.default] = embedding_renorm
     table[aten.hardsigmoid_backward.default] = _hardsigmoid_backward
     table[aten.softshrink_backward.default] = table[aten.hardshrink_backward.default] = _shrink_backward
     table[aten.tanh.default] = tanh.saturating_tanh
