@@ -4,13 +4,14 @@
 norm_type)``, which torch-mlir cannot lower: every forward of such an embedding ran it eagerly
 and cut the step's graph in two (adversary round 40). Eager's CPU kernel visits each distinct
 index once and scales that row by ``max_norm / (norm + 1e-7)`` when its norm exceeds
-``max_norm``; the norm is the row's ``norm(norm_type)`` read as a double, and the product is
-taken as ``row *= scale`` (in float32 for half-precision rows, rounded once).
+``max_norm``; the norm is the row's ``norm(norm_type)`` read as a double, and the row is
+multiplied in place by that double.
 
 Written here for every row at once: which rows the indices name is a scatter of flags (rows
 named twice are still scaled once), and indices outside the table mark nothing (the
 ``embedding`` that follows raises eager's error for them, and no write lands out of bounds).
-The norms of all rows are one reduction, which may round an ulp apart from eager's row by row.
+The norms of all rows are one reduction, which may round an ulp apart from eager's row by row;
+half-precision rows are scaled in float32 and rounded once, also within an ulp of eager's.
 """
 
 from __future__ import annotations
