@@ -2497,7 +2497,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.nll_loss_forward.default: lambda node: _no_loss_positions(node),
     aten.nll_loss_backward.default: lambda node: _no_loss_positions(node),
     aten.tanh.default: _floating_input,
-    aten.tanh_backward.default: lambda node: _operand_shapes_differ(node),
+    aten.tanh_backward.default: _operand_shapes_differ,
     aten.gelu.default: _tanh_gelu,
     aten.gelu_backward.default: _tanh_gelu,
     **dict.fromkeys(_NEAREST_BACKWARDS, _non_integer_upsampling),

@@ -205,6 +205,14 @@ def backend(request: pytest.FixtureRequest) -> lazy_core.BackendImpl:
     finish_test(request)
 
 
+@pytest.fixture(params=["reference", "iree-cpu"])
+def cpu_backend(request: pytest.FixtureRequest) -> lazy_core.BackendImpl:
+    """The compiling CPU backends in turn (strict, as every test), with the fallback check."""
+    b = use_backend(request.param)
+    yield b
+    finish_test(request)
+
+
 @pytest.fixture
 def eager_backend(request: pytest.FixtureRequest) -> lazy_core.BackendImpl:
     b = use_backend("eager")

@@ -9,19 +9,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import use_backend
 
 import lazy_core
 from lazy_core import metrics
-
-BACKENDS = ["reference", "iree-cpu"]
-
-
-@pytest.fixture(params=BACKENDS)
-def strict(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("LAZY_STRICT", "1")
-    use_backend(request.param)
-    return request.param
 
 
 def _fallbacks() -> dict[str, int]:
@@ -29,7 +19,7 @@ def _fallbacks() -> dict[str, int]:
 
 
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.5])
-def test_max_norm_embedding_trains_like_eager_in_one_graph(strict: str, norm_type: float) -> None:
+def test_max_norm_embedding_trains_like_eager_in_one_graph(cpu_backend: object, norm_type: float) -> None:
     torch.manual_seed(0)
     cpu = torch.nn.Embedding(12, 5, max_norm=1.5, norm_type=norm_type)
     with torch.no_grad():
@@ -52,7 +42,7 @@ def test_max_norm_embedding_trains_like_eager_in_one_graph(strict: str, norm_typ
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
-def test_renorm_in_other_dtypes_matches_eager(strict: str, dtype: torch.dtype) -> None:
+def test_renorm_in_other_dtypes_matches_eager(cpu_backend: object, dtype: torch.dtype) -> None:
     gen = torch.Generator().manual_seed(1)
     weight = (torch.randn(9, 6, generator=gen) * 2).to(dtype)
     idx = torch.tensor([0, 3, 3, 8, 5])
@@ -65,7 +55,7 @@ def test_renorm_in_other_dtypes_matches_eager(strict: str, dtype: torch.dtype) -
     torch.testing.assert_close(got.cpu(), want)
 
 
-def test_an_index_outside_the_table_raises_like_eager(strict: str) -> None:
+def test_an_index_outside_the_table_raises_like_eager(cpu_backend: object) -> None:
     cpu = torch.nn.Embedding(4, 3, max_norm=1.0)
     lazy = torch.nn.Embedding(4, 3, max_norm=1.0).to("lazy")
     idx = torch.tensor([1, 4])

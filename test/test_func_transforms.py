@@ -10,22 +10,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import use_backend
 from torch.func import grad, hessian, jacrev, vmap
 
 import lazy_core
 
-BACKENDS = ["reference", "iree-cpu"]
 
-
-@pytest.fixture(params=BACKENDS)
-def strict(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("LAZY_STRICT", "1")  # a compile failure raises
-    use_backend(request.param)
-    return request.param
-
-
-def test_tanh_backward_of_broadcast_operands_matches_eager(strict: str) -> None:
+def test_tanh_backward_of_broadcast_operands_matches_eager(cpu_backend: object) -> None:
     gen = torch.Generator().manual_seed(0)
     y, g = torch.randn(3, generator=gen).tanh(), torch.randn(3, 3, generator=gen)
     want = torch.ops.aten.tanh_backward(g, y)
@@ -34,7 +24,7 @@ def test_tanh_backward_of_broadcast_operands_matches_eager(strict: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_tanh_backward_of_broadcast_half_operands_rounds_once_as_eager(strict: str, dtype: torch.dtype) -> None:
+def test_tanh_backward_of_broadcast_half_operands_rounds_once_as_eager(cpu_backend: object, dtype: torch.dtype) -> None:
     gen = torch.Generator().manual_seed(1)
     y, g = torch.rand(5, generator=gen).to(dtype), torch.randn(4, 5, generator=gen).to(dtype)
     want = torch.ops.aten.tanh_backward(g, y)
@@ -42,7 +32,7 @@ def test_tanh_backward_of_broadcast_half_operands_rounds_once_as_eager(strict: s
     torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
-def test_jacrev_and_hessian_of_tanh_match_eager(strict: str) -> None:
+def test_jacrev_and_hessian_of_tanh_match_eager(cpu_backend: object) -> None:
     x = torch.randn(4, generator=torch.Generator().manual_seed(2))
     torch.testing.assert_close(jacrev(torch.tanh)(x.to("lazy")).cpu(), jacrev(torch.tanh)(x), rtol=1e-5, atol=1e-6)
 
@@ -52,7 +42,7 @@ def test_jacrev_and_hessian_of_tanh_match_eager(strict: str) -> None:
     torch.testing.assert_close(hessian(f)(x.to("lazy")).cpu(), hessian(f)(x), rtol=1e-5, atol=1e-6)
 
 
-def test_vmap_of_grad_through_tanh_matches_eager(strict: str) -> None:
+def test_vmap_of_grad_through_tanh_matches_eager(cpu_backend: object) -> None:
     gen = torch.Generator().manual_seed(3)
     w, xs = torch.randn(3, generator=gen), torch.randn(5, 3, generator=gen)
 
