@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .backend import BackendData, BackendDevice, BackendImpl
+from .device_semantics import KERNELS
 from .graph import LazyGraph
 from .ir import Output
 
@@ -47,7 +48,7 @@ def interpret(graph: LazyGraph, args: Sequence[torch.Tensor]) -> list[torch.Tens
         args = sub(node.args)
         if node.op in _ON_VALUES and isinstance(args[0], torch.Tensor):
             args = (args[0].contiguous(), *args[1:])
-        result = node.op(*args, **{k: sub(v) for k, v in node.kwargs.items()})
+        result = KERNELS.get(node.op, node.op)(*args, **{k: sub(v) for k, v in node.kwargs.items()})
         env[id(node)] = _flatten_tensors(result)
     return [env[id(o.node)][o.index] for o in graph.outputs]
 

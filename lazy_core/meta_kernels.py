@@ -52,6 +52,56 @@ def _multilabel_margin(self: torch.Tensor, target: torch.Tensor, reduction: int)
     return loss, is_target
 
 
+def _grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None = None, bias: Any = None,
+                out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The CPU kernel's checks (``_grouped_mm_validate_inputs``) and result: its Meta kernel
+    is CUDA's, which takes bfloat16 only, where the CPU kernel also takes float32 and float16."""
+    def check(ok: bool, msg: str) -> None:
+        if not ok:
+            raise RuntimeError(msg)
+
+    floats = (torch.bfloat16, torch.float32, torch.float16)
+    check(a.dtype in floats, f"Expected mat_a to be Float32, BFloat16 or Float16 matrix, got {_scalar_name(a)}")
+    check(b.dtype in floats, f"Expected mat_b to be Float32, BFloat16 or Float16 matrix, got {_scalar_name(b)}")
+    check(a.dim() in (2, 3), "mat_a has to be 2 or 3d")
+    check(b.dim() in (2, 3), "mat_b has to be 2 or 3d")
+    if a.dim() == 3 or b.dim() == 3:
+        check(a.shape[-1] == b.shape[-2], "contraction dimension of mat_a and mat_b must match")
+    for m in (a, b):
+        align = 16 // m.element_size()
+        st, sz = m.stride(), m.shape
+        if st[-2] == 1 and st[-1] >= max(1, sz[-2]):
+            check(st[-1] % align == 0, "strides should be multiple of 16 bytes")
+        elif st[-1] == 1 and st[-2] >= max(1, sz[-1]):
+            check(st[-2] % align == 0, "strides should be multiple of 16 bytes")
+        else:
+            check(False, f"Invalid strides/sizes, got {list(st)} for strides and {list(sz)} for sizes")
+    check((offs is not None) == (a.dim() == 2 or b.dim() == 2),
+          "Have to provide offsets if there is a 2d matrix, or no offset if both matrices are 3d")
+    if offs is not None:
+        check(offs.dim() == 1, "offs has to be 1D")
+        check(offs.dtype == torch.int32, "Offsets have to be int32")
+    check(bias is None, "Bias not supported yet")
+    check(out_dtype in (None, a.dtype), "Grouped gemm output dtype must match `mat_a` dtype")
+    if a.dim() == 2 and b.dim() == 2:
+        size = (offs.shape[0], a.shape[0], b.shape[1])
+    elif a.dim() == 2:
+        check(offs.shape[0] == b.shape[0], "matrix batch sizes have to match")
+        size = (a.shape[0], b.shape[-1])
+    elif b.dim() == 2:
+        check(offs.shape[0] == a.shape[0], "matrix batch sizes have to match")
+        size = (a.shape[1], b.shape[1])
+    else:
+        check(a.shape[0] == b.shape[0], "batched dimension has to match")
+        size = (a.shape[0], a.shape[1], b.shape[-1])
+    return a.new_empty(size)
+
+
+def _scalar_name(t: torch.Tensor) -> str:
+    """ATen's name of ``t``'s dtype (``Float``, ``Int``), as its error messages print it."""
+    return torch.empty(0, dtype=t.dtype).type().split(".")[-1].removesuffix("Tensor")
+
+
 #: op -> its shape function on meta tensors (same arguments as the op). Also ops whose Meta
 #: kernel misses an argument check of the CPU kernel.
 MISSING: dict[Any, Callable[..., Any]] = {
@@ -59,6 +109,7 @@ MISSING: dict[Any, Callable[..., Any]] = {
     aten.mvlgamma.default: _mvlgamma,
     aten.geqrf.default: _geqrf,
     aten.multilabel_margin_loss_forward.default: _multilabel_margin,
+    aten._grouped_mm.default: _grouped_mm,
 }
 
 

@@ -51,6 +51,7 @@ from .embedding_renorm import embedding_renorm
 from .erfinv import erfinv
 from .frexp import FORMATS as frexp_dtypes
 from .frexp import frexp
+from .grouped_mm import grouped_mm
 from .histc import histc
 from .hurwitz_zeta import special_zeta
 from .hyperbolic import acosh, asinh, atanh, sinh
@@ -667,6 +668,10 @@ DECOMPOSED_OPS = (
     # ``torch.histc`` over a given range (lowering/histc.py): no torch-dialect op; eager's bin
     # arithmetic (supported_ops.CALL_CONDITIONS: finite min < max, a bounded table).
     aten.histc.default,
+    # ``torch._grouped_mm``, the MoE experts' matmul (lowering/grouped_mm.py): no torch-dialect
+    # op; dense matmuls and a selection by group (supported_ops.CALL_CONDITIONS: a bounded
+    # dense product).
+    aten._grouped_mm.default,
     # ``F.multilabel_margin_loss`` (lowering/multilabel_margin.py): no torch-dialect op.
     aten.multilabel_margin_loss_forward.default,
     # ``segment_reduce`` over axis 0 (lowering/segment_reduce.py): no torch-dialect op.
@@ -2367,6 +2372,7 @@ def _table() -> dict[Any, Callable]:
     table[aten._pdist_forward.default] = pdist_forward
     table[aten.mode.default] = mode
     table[aten.histc.default] = histc
+    table[aten._grouped_mm.default] = grouped_mm
     table[aten.multilabel_margin_loss_forward.default] = multilabel_margin_loss_forward
     table[aten.segment_reduce.default] = segment_reduce
     table[aten._upsample_bilinear2d_aa.default] = upsample_bilinear2d_aa

@@ -8,18 +8,15 @@ moves ``x == max`` (bin ``bins``) into the last bin. The same arithmetic here, t
 count is a sum of a comparison with the bin index (exact: at most 2**24 elements per bin for
 float32, as eager's float counters).
 
-Integer inputs follow eager CUDA (eager's CPU kernel raises "histogram_cpu not implemented
-for 'Int'", which broke transformers' MoE routing: ``integrations/moe.py`` takes ``histc`` of an
-int tensor on every device but cpu and mps). ``_histc_cuda`` truncates ``min`` and ``max`` to
-integers and bins ``x`` in ``[min, max]`` at
-``(x - min) * bins / (max - min)`` in int64 (exact, truncating), ``x == max`` again in the last
-bin; counts have the input's type.
+Integer inputs follow eager CUDA (lazy_core/device_semantics.py: eager's CPU kernel has none,
+and transformers' MoE routing takes ``histc`` of an int tensor on every device but cpu and mps):
+``min`` and ``max`` truncated to integers, ``lazy_core.device_semantics.int_histc``.
 
 Only a range given as ``min < max`` (finite Python numbers, constants of the graph: see
 lazy_core/op_schema.py). With ``min == max`` (the default 0, 0) eager takes the data's own
-range, and raises for an infinite one: that call runs eagerly (for an integer input, eager CPU's
-"not implemented" error) (supported_ops.CALL_CONDITIONS),
-as do calls whose one-hot table (elements x bins) exceeds ``MAX_TABLE``.
+range, and raises for an infinite one: that call runs eagerly (supported_ops.CALL_CONDITIONS; for
+an integer input, eager CPU's "not implemented" error), as do calls whose one-hot table
+(elements x bins) exceeds ``MAX_TABLE``.
 """
 
 from __future__ import annotations
@@ -28,6 +25,8 @@ import math
 import struct
 
 import torch
+
+from lazy_core.device_semantics import INT_HISTC_TYPES, int_histc
 
 __all__ = ["MAX_TABLE", "applies_call", "histc"]
 
@@ -43,23 +42,19 @@ def applies_call(args: tuple, kwargs: dict) -> bool:
     x = _arg(args, kwargs, 0, "self", None)
     bins = _arg(args, kwargs, 1, "bins", 100)
     lo, hi = _arg(args, kwargs, 2, "min", 0), _arg(args, kwargs, 3, "max", 0)
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float64, *_INT_TYPES):
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float64, *INT_HISTC_TYPES):
         return False
     if not isinstance(bins, int) or bins < 1 or type(lo) not in (int, float) or type(hi) not in (int, float):
         return False
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return False
-    if x.dtype in _INT_TYPES:
+    if x.dtype in INT_HISTC_TYPES:
         ends = _int_edges(lo, hi, x.dtype)
         return ends is not None and ends[0] < ends[1] and x.numel() * bins <= MAX_TABLE
     # Edges as eager casts them: min < max in the input's dtype (a range that rounds to one point
     # is widened by eager).
     edges = torch.tensor([lo, hi], dtype=x.dtype)
     return bool(edges[0] < edges[1]) and bool(torch.isfinite(edges).all()) and x.numel() * bins <= MAX_TABLE
-
-
-#: Integer types eager CUDA bins (AT_DISPATCH_ALL_TYPES).
-_INT_TYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 def _int_edges(lo: float, hi: float, dtype: torch.dtype) -> tuple[int, int] | None:
@@ -77,8 +72,8 @@ def _rounded(v: float, dtype: torch.dtype) -> float:
 
 
 def histc(x: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) -> torch.Tensor:  # noqa: A002
-    if x.dtype in _INT_TYPES:
-        return _int_histc(x, bins, *_int_edges(min, max, x.dtype))
+    if x.dtype in INT_HISTC_TYPES:
+        return int_histc(x, bins, *_int_edges(min, max, x.dtype))
     flat = x.reshape(-1)
     lo, hi = _rounded(min, x.dtype), _rounded(max, x.dtype)
     width = _rounded(hi - lo, x.dtype)  # the difference of the edges in x's dtype, as eager's
@@ -90,14 +85,3 @@ def histc(x: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) -> t
     hits = (pos.unsqueeze(-1) == torch.arange(bins, device=x.device)) & inside.unsqueeze(-1)
     return hits.to(x.dtype).sum(0)
 
-
-def _int_histc(x: torch.Tensor, bins: int, lo: int, hi: int) -> torch.Tensor:
-    flat = x.reshape(-1).to(torch.int64)
-    inside = (flat >= lo) & (flat <= hi)
-    # Non-negative for the elements inside, so floor division is C's truncation. int64 holds
-    # (x - min) * bins unless an int64 input's range nears int64's ends (CUDA overflows there).
-    pos = torch.where(inside, (flat - lo) * bins // (hi - lo), 0)
-    pos = torch.where(pos == bins, bins - 1, pos)
-    hits = (pos.unsqueeze(-1) == torch.arange(bins, device=x.device)) & inside.unsqueeze(-1)
-    # Summed in int64 and then cast: the same counts modulo the type's width as CUDA's atomics.
-    return hits.to(torch.int64).sum(0).to(x.dtype)

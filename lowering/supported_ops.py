@@ -118,6 +118,7 @@ def _conditions() -> dict[Any, Any]:
         from . import (
             distances,
             frexp,
+            grouped_mm,
             histc,
             hurwitz_zeta,
             linalg,
@@ -168,6 +169,7 @@ def _conditions() -> dict[Any, Any]:
         CALL_CONDITIONS[aten.histc.default] = histc.applies_call
         CALL_CONDITIONS[aten.multilabel_margin_loss_forward.default] = multilabel_margin.applies_call
         CALL_CONDITIONS[aten.segment_reduce.default] = segment_reduce.applies_call
+        CALL_CONDITIONS[aten._grouped_mm.default] = grouped_mm.applies_call
         CALL_CONDITIONS[aten._upsample_bilinear2d_aa.default] = upsample_aa.applies_call
         CALL_CONDITIONS[aten.special_zeta.default] = hurwitz_zeta.applies_call
         CALL_CONDITIONS.update({

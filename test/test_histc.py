@@ -107,3 +107,11 @@ def test_integer_histc_range_outside_the_type_raises(backend: str) -> None:
     x = torch.tensor([0, 10, 44, 45, 200], dtype=torch.uint8)
     with pytest.raises(RuntimeError, match="without overflow"):
         torch.histc(x.to("lazy"), bins=4, min=0, max=300).cpu()
+
+
+def test_integer_histc_on_the_eager_backend(eager_backend: object) -> None:
+    """The interpreter that runs a graph no backend compiled (and the ``eager`` backend) gives
+    the compiled answer (lazy_core/device_semantics.py), not eager CPU's error."""
+    x = torch.tensor([0, 1, 2, 3, 3, 7, -1, 8], dtype=torch.int32)
+    got = torch.histc(x.to("lazy"), bins=8, min=0, max=7).cpu()
+    assert torch.equal(got, _cuda_int_histc(x, 8, 0, 7))
