@@ -177,6 +177,8 @@ def _wrap_result(result: Any, by_cpu: dict[int, Any], loc: Any) -> Any:
 
 
 _FILLERS = {"normal_", "uniform_", "random_", "exponential_", "geometric_", "cauchy_", "log_normal_"}
+#: Random factories shaped like a tensor argument (every overload: ``randint_like`` takes bounds).
+_LIKE_DRAWS = {"rand_like", "randn_like", "randint_like"}
 
 
 def run_random(func: Any, p: Any, args: tuple, kwargs: dict) -> Any:
@@ -192,6 +194,14 @@ def run_random(func: Any, p: Any, args: tuple, kwargs: dict) -> Any:
         metrics.counter_add(f"random::{func}")
         self._lz_assign(_t.upload(host, source_location.current(2)))
         return self
+    if kind in _LIKE_DRAWS and isinstance(self, _t.LazyTensor) and kwargs.get("device") in (None, self.device):
+        # ``torch.rand_like(x)`` (Phi-MoE's router, ``uniform_`` of it): eager's kernel draws
+        # into ``empty_like(x)``; the same kernel on a CPU tensor laid out as ``x`` draws the
+        # same numbers, which become device data (it ran eagerly and cut the graph).
+        host = torch.empty_strided(tuple(self.shape), tuple(self.stride()), dtype=self.dtype)
+        drawn = func(host, *_replace(args[1:], {}), **{k: v for k, v in kwargs.items() if k != "device"})
+        metrics.counter_add(f"random::{func}")
+        return _t.from_cpu(drawn, self.device.index or 0)
     if kind == "native_dropout":
         return _native_dropout(args, kwargs)
     if func is torch.ops.aten.multinomial.default and multinomial.recordable(args, kwargs):

@@ -414,6 +414,13 @@ class LoweringContext:
             call_args, call_kwargs = self._widened(node, low, call_args, call_kwargs)
             metas = [m._replace(dtype=torch.float32) if m is not None and m.dtype in low else m for m in metas]
         target = node.op
+        if node.args and not _is_tensor_value(node.args[0]) and _first_is_tensor(target) and node.metas \
+                and node.metas[0] is not None:
+            # ``torch.add(0.5, x)`` (Phi-MoE's router), ``torch.mul(2, x)``: the number arrives in
+            # ``self`` as a wrapped number, which the torch dialect rejects there (torch-mlir's
+            # importer makes the Scalar form only of a number in ``other``). Given as a 0-d
+            # tensor of the result dtype, the dtype eager computes in for a wrapped number.
+            call_args = (self._scalar_tensor(call_args[0], metas[0].dtype), *call_args[1:])
         if target in TENSOR_FORMS:  # no torch-dialect definition: its Tensor form
             target = TENSOR_FORMS[target]
             call_args = (call_args[0], self._scalar_tensor(call_args[1]), *call_args[2:])
@@ -707,18 +714,20 @@ class LoweringContext:
         _set_meta(cast, _meta_tensor(TensorMeta(meta.shape, dtype, meta.stride)))
         return cast
 
-    def _scalar_tensor(self, x: Any) -> Any:
-        """A Scalar operand as the 0-d tensor PyTorch wraps it in: a scalar
+    def _scalar_tensor(self, x: Any, dtype: torch.dtype | None = None) -> Any:
+        """A Scalar operand as the 0-d tensor PyTorch wraps it in (or of ``dtype``): a scalar
         parameter's element of its pack, or a constant made in the graph."""
         g = self._fx
         if isinstance(x, torch.fx.Node):  # a parameter: item(select(pack, 0, k))
             source = x.args[0]
-            if not isinstance(x.meta.get("val"), bool):
+            want = dtype or (torch.bool if isinstance(x.meta.get("val"), bool) else None)
+            if want is None or source.meta["val"].dtype == want:
                 return source
-            cast = g.call_function(torch.ops.aten._to_copy.default, (source,), {"dtype": torch.bool})
-            _set_meta(cast, _meta_tensor(TensorMeta((), torch.bool, ())))
+            cast = g.call_function(torch.ops.aten._to_copy.default, (source,), {"dtype": want})
+            _set_meta(cast, _meta_tensor(TensorMeta((), want, ())))
             return cast
-        dtype = torch.bool if isinstance(x, bool) else torch.int64 if isinstance(x, int) else torch.float64
+        if dtype is None:
+            dtype = torch.bool if isinstance(x, bool) else torch.int64 if isinstance(x, int) else torch.float64
         const = g.call_function(torch.ops.aten.scalar_tensor.default, (x,), {"dtype": dtype})
         _set_meta(const, _meta_tensor(TensorMeta((), dtype, ())))
         return const
@@ -824,6 +833,12 @@ def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype]
 def _is_number(x: Any) -> bool:
     """A constant Python number (a runtime scalar parameter is an FX node)."""
     return isinstance(x, (bool, int, float))
+
+
+def _first_is_tensor(op: Any) -> bool:
+    """Whether ``op``'s first argument is typed Tensor (``self`` of ``add.Tensor``)."""
+    args = op._schema.arguments
+    return bool(args) and str(args[0].type) == "Tensor"
 
 
 def _is_tensor_value(x: Any) -> bool:

@@ -136,20 +136,27 @@ def test_bad_calls_raise_eagers_error(cpu_backend: object, bad: str) -> None:
     assert str(want.value).splitlines()[0] in str(got.value)
 
 
-def test_hf_mixtral_trains_in_one_graph_with_default_experts(cpu_backend: object) -> None:
+def _moe_config(transformers: object, name: str) -> object:
+    small = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=64, num_local_experts=4, num_experts_per_tok=2)
+    return getattr(transformers, f"{name}Config")(**small)
+
+
+@pytest.mark.parametrize("name", ["Mixtral", "Phimoe"])
+def test_hf_moe_trains_in_one_graph_with_default_experts(cpu_backend: object, name: str) -> None:
     """transformers' default experts path (sort by expert, integer ``histc``, ``_grouped_mm``)
-    on device lazy: each SGD step one graph, equal to eager (which takes the cpu branch)."""
+    on device lazy: each SGD step one graph, equal to eager (which takes the cpu branch).
+    Phi-MoE's router adds ``torch.add(0.3333, mask, alpha=0.6667)`` (test_scalar_first.py) and
+    draws ``torch.rand_like`` (test_random_like.py) in training."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    cfg = transformers.MixtralConfig(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                     num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
-                                     num_experts_per_tok=2, max_position_embeddings=64)
-    model = transformers.MixtralForCausalLM(cfg)
+    model = getattr(transformers, f"{name}ForCausalLM")(_moe_config(transformers, name))
     ids = torch.randint(0, 97, (2, 12))
     results = []
     for device in ("cpu", "lazy"):
         m = copy.deepcopy(model).to(device)
         opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        torch.manual_seed(1)  # the same router draws (Phi-MoE) on both
         for _ in range(2):
             opt.zero_grad()
             loss = m(ids.to(device), labels=ids.to(device)).loss
