@@ -995,6 +995,7 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
         _check_numbers_fit(op, p, args, kwargs)
     operands: list[Output] = []
     conv = None
+    plain = True  # every positional argument is its own operand, in order (no _Converter)
     sp = p.scalar_positions
     cargs: list[Any] = []
     akeys: list[Any] = []
@@ -1019,6 +1020,7 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
             continue
         if conv is None:
             conv = _Converter(location, operands)
+        plain = False
         c, k = conv.conv(a, i in sp)
         cargs.append(c)
         akeys.append(k)
@@ -1047,7 +1049,11 @@ def record(op: Any, args: tuple, kwargs: dict, location: Any = None, p: OpPlan |
     bad = fallback.refused_dtype_of(sid, metas, operands)
     if bad is not None:  # complex/quantized: never compiled (lazy_core.fallback)
         raise _Untraceable(f"dtype {bad} is not supported by backend {active_backend().name}")
-    node = Node(op, cargs_t, ckwargs, tuple(operands), metas, location, sid)
+    # A node whose arguments are exactly its operands (``mul(x, y)``, ``t(w)``) keeps one tuple
+    # for both: a traced step's nodes live until its barrier, so every tuple they hold is
+    # promoted to the GC's oldest generation and paid for by full collections (docs/architecture.md).
+    node = Node(op, cargs_t, ckwargs, cargs_t if plain and len(operands) == len(cargs_t) else tuple(operands),
+                metas, location, sid)
     _counters["trace_op"] += 1
     return node, template
 

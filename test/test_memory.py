@@ -51,3 +51,32 @@ def test_an_error_raised_at_the_call_keeps_no_tensor_alive(eager_backend):
         del x, i
     gc.collect()
     assert len(executor().live_storages()) == before
+
+
+def test_a_traced_op_leaves_few_objects_for_the_gc(eager_backend):
+    """A step's nodes live until its barrier, so whatever GC-tracked objects they hold are
+    promoted to the oldest generation, and CPython's full collections (~200 ms on the zoo LSTM's
+    heap, one every few steps) cost in proportion to them. ``mul(x, y)`` and ``t(w)`` keep one
+    tuple for their arguments and operands (the LSTM step: 17,900 tracked objects at its
+    barrier, 14,900 with it)."""
+    x = torch.randn(4, 4).to("lazy")
+    w = torch.randn(4, 4).to("lazy")
+    lazy_core.mark_step()
+    y = x * w
+    node = y._lz_storage.value.node
+    assert node.operands is node.args
+    node = torch.cat([x, w]).t()._lz_value().node.operands[0].node
+    assert node.operands == (x._lz_value(), w._lz_value()) and node.operands is not node.args
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(gc.get_objects())
+        y = x
+        for _ in range(500):
+            y = (y * w).t()
+        per_op = (len(gc.get_objects()) - before) / 1000
+    finally:
+        gc.enable()
+    # Node, Output, one tuple and the registry's weak reference per op (t's args are its operands).
+    assert per_op < 4.5, per_op
+    lazy_core.mark_step()
