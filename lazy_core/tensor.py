@@ -845,6 +845,9 @@ def _cpu_dtype_check(op: Any, p: OpPlan, margs: tuple, mkwargs: dict) -> Any:
 _ZERO_STAND_INS = (*_INDEX_ARGS, "target")
 
 
+_UNSIGNED = frozenset({torch.uint8, torch.uint16, torch.uint32, torch.uint64})
+
+
 def _check_value_converts(p: OpPlan, args: tuple, kwargs: dict) -> None:
     """Raise eager's error for a fill value that ``self``'s dtype cannot hold
     (``op_schema._VALUE_CONVERTED``): the CPU kernel converts it with c10's checked
@@ -855,7 +858,10 @@ def _check_value_converts(p: OpPlan, args: tuple, kwargs: dict) -> None:
     self = args[0] if args else kwargs.get("self")
     if type(value) not in (int, float) or not isinstance(self, torch.Tensor):
         return
-    if -128 <= value <= 127 or (self.is_floating_point() and math.isfinite(value) and abs(value) <= 65504):
+    if (-128 <= value <= 127 and not (value < 0 and type(value) is float and self.dtype in _UNSIGNED)) \
+            or (self.is_floating_point() and math.isfinite(value) and abs(value) <= 65504):
+        # (c10 refuses every negative float for an unsigned type, -0.5 included, and lets a
+        # negative int wrap: ``uint8_t.fill_(-1.0)`` raises where ``fill_(-1)`` writes 255)
         return
     if p.op._schema.name.startswith("aten::scatter"):  # scatter converts only when it writes
         index = args[2] if len(args) > 2 else kwargs.get("index")

@@ -1000,3 +1000,34 @@ def test_packed_sequences_and_ctc_loss_take_cpu_lengths_like_cuda(backend):
 
     for got, want in zip(program("lazy"), program("cpu"), strict=True):
         torch.testing.assert_close(got.detach().cpu(), want.detach())
+
+
+_UNSIGNED_FILLS = {
+    "index_fill_neg_float": lambda x, i: x.index_fill_(0, i, -1.0),
+    "index_fill_neg_half": lambda x, i: x.index_fill_(0, i, -0.5),
+    "index_fill_neg_int": lambda x, i: x.index_fill_(0, i, -1),
+    "masked_fill_neg_float": lambda x, i: x.masked_fill_(x > 1, -3.0),
+    "masked_fill_functional": lambda x, i: x.masked_fill(x > 1, -1.5),
+    "fill_neg_float": lambda x, i: x.fill_(-1.0),
+    "fill_neg_zero": lambda x, i: x.fill_(-0.0),
+    "scatter_neg_float": lambda x, i: x.scatter_(0, i, -2.0),
+    "fill_neg_int": lambda x, i: x.fill_(-1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_UNSIGNED_FILLS))
+def test_unsigned_fills_of_negative_floats_raise_like_eager(backend, case):
+    """c10's checked conversion refuses every negative float for an unsigned type (a
+    negative int wraps): lazy wrote 255 for ``uint8_t.index_fill_(0, idx, -1.0)`` (adversary
+    round 41, F2), skipping the check for values in [-128, 127]."""
+    fn = _UNSIGNED_FILLS[case]
+    idx = torch.tensor([0, 2])
+    try:
+        want = fn(torch.arange(4, dtype=torch.uint8), idx)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match="without overflow"):
+            fn(torch.arange(4, dtype=torch.uint8).to("lazy"), idx.to("lazy")).cpu()
+        assert "without overflow" in str(e)
+        return
+    got = fn(torch.arange(4, dtype=torch.uint8).to("lazy"), idx.to("lazy")).cpu()
+    assert torch.equal(got, want)
