@@ -183,7 +183,7 @@ class LazyTensor(torch.Tensor):
             index = from_cpu(torch.arange(math.prod(storage.value.meta.shape)).view(storage.value.meta.shape))
             storage.value = _in_layout(
                 write_by_index(record_output, self._lz_view, storage.value, index._lz_storage.value, new), storage.meta)
-            self._lz_cache = (storage.value, new)
+            self._lz_cache = (storage.value, new) if new.meta.stride == tuple(self.stride()) else None
             executor().track(storage)
             return
         values = [storage.value]
@@ -197,7 +197,14 @@ class LazyTensor(torch.Tensor):
         # (stateful fuzz seed 9522).
         updated = _in_layout(updated, storage.meta)
         storage.value = updated
-        self._lz_cache = (updated, new)
+        # The view's value is ``new`` only where ``new`` is laid out as the view: the ops reading
+        # the view take their strides from its value (``v.t()``, ``v + 1``, ``v.view(-1)``), and
+        # ``new`` has the written op's layout (``v.copy_(src)``: ``src``'s; ``v.mul_(2)`` of a
+        # column slice: contiguous). Otherwise the view is re-derived from the updated storage
+        # at its next read, in its own strides: a transposed or sliced view then read as
+        # contiguous (``v.t().view(-1)`` raised, ``v.view(-1)`` of a column slice passed where
+        # eager raises, ``(v + 0).as_strided(...)`` read the wrong elements).
+        self._lz_cache = (updated, new) if new.meta.stride == tuple(self.stride()) else None
         executor().track(storage)
 
     # -- torch integration -------------------------------------------------------

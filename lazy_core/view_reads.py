@@ -28,7 +28,12 @@ from .ir import DeviceData, Node, Output, ScalarParam
 
 aten = torch.ops.aten
 
-#: View ops whose result depends only on the value of their input, not on its layout.
+#: View ops whose result depends only on the value of their input, not on its layout. ``view``
+#: and ``_unsafe_view`` succeed or raise depending on the strides, which the downloaded base does
+#: not have (the backend's buffer comes back contiguous; a ``b = x.t() * 2`` leaf's meta is
+#: transposed, and ``b.t().view(-1)`` of the download raised). Their node in the chain means the
+#: traced view succeeded on the leaf's true layout, where it equals ``reshape``: ``apply`` replays
+#: them so (``_AS_RESHAPE``), on a base of any layout.
 PURE_VIEWS = frozenset({
     aten.t.default, aten.transpose.int, aten.permute.default, aten.numpy_T.default,
     aten.view.default, aten._unsafe_view.default, aten.reshape.default,
@@ -37,6 +42,9 @@ PURE_VIEWS = frozenset({
     aten.alias.default, aten.detach.default, aten.diagonal.default, aten.unfold.default,
     aten.movedim.int, aten.unflatten.int, aten.flatten.using_ints,
 })
+
+#: Views replayed on the host as ``reshape``: same values wherever the traced view succeeded.
+_AS_RESHAPE = {aten.view.default: aten.reshape.default, aten._unsafe_view.default: aten.reshape.default}
 
 #: Longest chain answered on the host (a longer one is not a view read anyone makes).
 MAX_STEPS = 16
@@ -74,7 +82,8 @@ def apply(nodes: list[Node], base: torch.Tensor) -> torch.Tensor:
     value = base
     for node in nodes:
         args = (value, *(_scalar(a) for a in node.args[1:]))
-        value = node.op(*args, **{k: _scalar(v) for k, v in node.kwargs.items()})
+        op = _AS_RESHAPE.get(node.op, node.op)
+        value = op(*args, **{k: _scalar(v) for k, v in node.kwargs.items()})
     return value.clone(memory_format=torch.contiguous_format)
 
 

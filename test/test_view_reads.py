@@ -137,3 +137,52 @@ def test_a_small_view_of_a_large_buffer_is_cut_out_on_the_device(backend: lazy_c
     lazy_core.metrics.reset()
     assert torch.equal(row.cpu(), x[3])
     assert lazy_core.metrics.counter("host_view_read") == 0
+
+
+def _channels_last(shape: tuple[int, ...]) -> torch.Tensor:
+    return (torch.arange(float(torch.Size(shape).numel())).reshape(shape) * 0.5 - 3).contiguous(
+        memory_format=torch.channels_last)
+
+
+def _conv_output(device: str) -> torch.Tensor:
+    torch.manual_seed(1)
+    conv = torch.nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last).to(device)
+    return conv(_channels_last((2, 3, 6, 6)).div(50).to(device))
+
+
+#: Each: the base on a device (a graph result, an upload), and the view chain read after
+#: ``mark_step``; the base is not contiguous and the chain's ``view`` passes only on its layout.
+_VIEWS_OF_LAID_OUT_BASES: dict[str, tuple[Callable[[str], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "transposed_result_t_view": (lambda d: _base()[0].to(d).t() * 2, lambda b: b.t().view(-1)),
+    "transposed_result_t_view_slice": (lambda d: _base()[0].to(d).t() * 2, lambda b: b.t().view(5, 3)[1:4]),
+    "channels_last_upload_nhwc_view": (lambda d: _channels_last((2, 3, 4, 2)).to(d),
+                                       lambda b: b.permute(0, 2, 3, 1).view(-1)),
+    "channels_last_upload_nhwc_rows": (lambda d: _channels_last((2, 3, 4, 2)).to(d),
+                                       lambda b: b.permute(0, 2, 3, 1).view(2, 4, 6)),
+    "channels_last_upload_nhwc_view_slice": (lambda d: _channels_last((2, 3, 4, 2)).to(d),
+                                             lambda b: b.permute(0, 2, 3, 1).view(-1)[3:7]),
+    "channels_last_upload_nhwc_reshape": (lambda d: _channels_last((2, 3, 4, 2)).to(d),
+                                          lambda b: b.permute(0, 2, 3, 1).reshape(2, 24)),
+    "channels_last_conv_nhwc_flat": (_conv_output, lambda b: b.permute(0, 2, 3, 1).view(2, -1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_VIEWS_OF_LAID_OUT_BASES))
+def test_a_view_of_a_non_contiguous_base_reads_on_the_host(cpu_backend: lazy_core.BackendImpl, name: str) -> None:
+    """``b = x.t() * 2; mark_step(); b.t().view(-1).cpu()`` raised "view size is not compatible
+    with input tensor's size and stride": the host replayed ``view`` on the downloaded base,
+    which comes back contiguous, not in the leaf's (transposed, channels-last) layout on which
+    the traced ``view`` passed. Replayed as ``reshape``, it reads eager's values
+    (lazy_core/view_reads.py ``apply``)."""
+    make_base, view = _VIEWS_OF_LAID_OUT_BASES[name]
+    expected = view(make_base("cpu"))
+    base = make_base("lazy")
+    v = view(base)
+    assert v.stride() == expected.stride() and base.stride() == make_base("cpu").stride()
+    lazy_core.mark_step()
+    lazy_core.metrics.reset()
+    got = v.cpu()
+    assert got.shape == expected.shape and got.stride() == expected.stride()
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert lazy_core.metrics.counter("host_view_read") == 1
+    assert lazy_core.metrics.counter("execute") == 0
