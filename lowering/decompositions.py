@@ -1911,14 +1911,18 @@ def _take(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 def _index_fill(x: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> torch.Tensor:
     """``index_fill``: PyTorch's decomposition (an ``index_copy`` of the expanded value) after
     wrapping negative indices, which eager's kernel accepts and ``index_copy`` does not (the
-    decomposition filled a row of ``index_fill(1, [-4])`` of a [3, 4] tensor and left another)."""
+    decomposition filled a row of ``index_fill(1, [-4])`` of a [3, 4] tensor and left another).
+
+    The decomposition is given a contiguous ``x``: for a non-contiguous dense one (a transposed
+    view, a channels_last tensor) it ends by restoring x's strides with ``prims.copy_strided``,
+    which torch-mlir cannot lower; the lowering is value-semantic, so the strides do not matter."""
     from torch._refs import _index_fill as index_fill
 
     n = x.shape[dim] if x.dim() else 1
     index = torch.where(index < 0, index + n, index)
     if isinstance(value, torch.Tensor):
         value = value.to(x.dtype)
-    return index_fill(x, dim, index, value, inplace=False)
+    return index_fill(x.contiguous(), dim, index, value, inplace=False)
 
 
 def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
