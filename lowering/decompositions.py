@@ -2658,6 +2658,12 @@ def decomposition(op: Any) -> Callable | None:
 
 _traced: dict[tuple, Any] = {}
 
+#: Decompositions that take the result's dtype as PyTorch has it (keyword ``logical_dtype``):
+#: under bf16 emulation their operands are float32 stand-ins, and a decomposition that must
+#: round an intermediate value to bfloat16 as eager does cannot tell otherwise
+#: (``embedding_renorm`` scales a row by a scale rounded to the weight's dtype).
+_TAKES_LOGICAL_DTYPE = frozenset({aten.embedding_renorm.default})
+
 
 def _shape_key(x: Any, constant: Callable[[Any], Any] = lambda x: x) -> Any:
     if isinstance(x, Output):
@@ -2703,6 +2709,8 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     # Python number (an f64 0-d tensor would promote an integer ``self`` to f64).
     result = node.metas[0] if node.op in SCALAR_PARAMS_AS_TENSORS and node.metas else None
     param_dtype = result.dtype if result is not None and result.dtype in (torch.float32, torch.float64) else None
+    logical = ({"logical_dtype": node.metas[0].dtype} if node.op in _TAKES_LOGICAL_DTYPE and node.metas
+               and node.metas[0] is not None else {})
 
     def run(*tensors: torch.Tensor) -> Any:
         it = iter(tensors)
@@ -2715,14 +2723,15 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
                 return type(x)(sub(v) for v in x)
             return constant(x)
 
-        result = decomp(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
+        result = decomp(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()}, **logical)
         # A namedtuple (``out_wrapper``'s, e.g. log_sigmoid_forward's) is traced as
         # one value, the call that builds it: return its fields.
         return tuple(result) if isinstance(result, tuple) else result
 
     # Tracing costs tens of ms; a training step repeats the same few shapes.
     metas = [meta(o) for o in operands]
-    key = (node.op, _shape_key(node.args, constant), _shape_key(node.kwargs, constant), tuple(metas))
+    key = (node.op, _shape_key(node.args, constant), _shape_key(node.kwargs, constant), tuple(metas),
+           tuple(logical.items()))
     traced = _traced.get(key)
     if traced is None:
         examples = [torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta") for m in metas]
