@@ -1459,8 +1459,11 @@ def _hardtanh_backward(grad: torch.Tensor, x: torch.Tensor, min_val: Any, max_va
 
 
 def _tanh_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Eager's kernel, ``grad * (1 - y * y)``: in float32 for half precision, rounded once."""
+    """Eager's kernel, ``grad * (1 - y * y)``: each operand cast to the result dtype first (as
+    TensorIterator does), then in float32 for half precision, rounded once. (Upcast straight to
+    float32, a float16 ``y`` of a bfloat16 result skipped its rounding to bfloat16.)"""
     out = torch.result_type(grad, y)
+    grad, y = grad.to(out), y.to(out)
     if out in _HALF_FLOATS:
         grad, y = grad.float(), y.float()
     return (grad * (1 - y * y)).to(out)
