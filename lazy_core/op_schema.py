@@ -117,6 +117,10 @@ _BOOL_REFUSED = {
     # ``mask ** mask`` raises on the CPU; ``mask ** True`` is a bool there and
     # int64 on meta (the check's dtype wins: lazy_core.tensor._with_cpu_dtypes).
     "pow",
+    # ``div(mask, mask, rounding_mode="trunc")`` raises on the CPU ("div_trunc_cpu" not
+    # implemented for 'Bool'; floor mode's meta kernel refuses too) and returned a bool tensor
+    # here (adversarial sweep). True division of bools passes the check (a float result).
+    "div",
 }
 
 # Ops whose CPU kernel refuses integer or bool operands (most compute in
@@ -136,6 +140,9 @@ _NON_FLOAT_CHECKED = {
     # Not implemented for integers on the CPU; leaky_relu computed on reference (found
     # while checking numbers out of an integer range, the inexact fuzz constants).
     "leaky_relu", "softplus", "hardshrink", "softshrink",
+    # ``tanh_backward`` of integer or bool operands: "tanh_backward_cpu" not implemented for
+    # 'Long' on the CPU; its decomposition computed an integer result (adversarial sweep).
+    "tanh_backward",
 }
 
 # Ops with an ``alpha`` the CPU kernel checks against the result dtype

@@ -506,9 +506,14 @@ class LoweringContext:
                 x, m = self._operand_tensor(o), self._meta(o)
                 keep = m.dtype == torch.bool or m.dtype.is_complex or (isinstance(o.node, ScalarParam) and not numbers)
                 if m.dtype in low or not keep:
-                    if m.dtype not in low and not (opmath_zero_dim and not m.shape):
-                        x, m = self._cast(x, m, result), m._replace(dtype=result)  # TensorIterator's
-                    x, m = self._cast(x, m, torch.float32), m._replace(dtype=torch.float32)
+                    # TensorIterator's: an operand of another dtype becomes the result's first,
+                    # a float16 one of a bfloat16 result too (``atan2(x_bf16, y_f16_0d)``).
+                    to_result = m.dtype not in low or (result in half_accumulation.HALF_DTYPES
+                                                       and o.meta.dtype != result)
+                    if to_result and not (opmath_zero_dim and not m.shape):
+                        x, m = self._in_result_dtype(x, m, result, trace)
+                    if m.dtype != torch.float32:
+                        x, m = self._cast(x, m, torch.float32), m._replace(dtype=torch.float32)
                 widened[key] = (x, m)
             return widened[key]
 
@@ -525,6 +530,18 @@ class LoweringContext:
             return None
         return [self._cast(v, m._replace(dtype=torch.float32), m.dtype) if v is not None and m is not None
                 and m.dtype in low else v for v, m in zip(values, node.metas)]
+
+    def _in_result_dtype(self, x: Any, meta: TensorMeta, dtype: torch.dtype, trace: str | None
+                         ) -> tuple[Any, TensorMeta]:
+        """The FX tensor ``x`` (typed by ``meta``) converted to ``dtype``, and its type. Under bf16
+        emulation a bf16 ``dtype`` is a rounding kept in float32 (``bf16.round_value``): a cast
+        round trip through bf16 is folded away by IREE, and "bits" mode leaves no bf16 type."""
+        if not (self.emulate_bf16 and dtype == torch.bfloat16):
+            return self._cast(x, meta, dtype), meta._replace(dtype=dtype)
+        f32 = meta._replace(dtype=torch.float32)
+        if meta.dtype != torch.float32:
+            x = self._cast(x, meta, torch.float32)
+        return bf16.round_value(self._emitter(trace), x, f32, self.emulate_bf16), f32
 
     def _decomposition_operands(self, node: Node, trace: str | None) -> tuple[Callable[[Output], Any],
                                                                             Callable[[Output], TensorMeta],

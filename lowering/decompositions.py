@@ -1459,8 +1459,11 @@ def _hardtanh_backward(grad: torch.Tensor, x: torch.Tensor, min_val: Any, max_va
 
 
 def _tanh_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Eager's kernel, ``grad * (1 - y * y)``: in float32 for half precision, rounded once."""
+    """Eager's kernel, ``grad * (1 - y * y)``: each operand cast to the result dtype first (as
+    TensorIterator does), then in float32 for half precision, rounded once. (Upcast straight to
+    float32, a float16 ``y`` of a bfloat16 result skipped its rounding to bfloat16.)"""
     out = torch.result_type(grad, y)
+    grad, y = grad.to(out), y.to(out)
     if out in _HALF_FLOATS:
         grad, y = grad.float(), y.float()
     return (grad * (1 - y * y)).to(out)
@@ -1911,14 +1914,18 @@ def _take(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 def _index_fill(x: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> torch.Tensor:
     """``index_fill``: PyTorch's decomposition (an ``index_copy`` of the expanded value) after
     wrapping negative indices, which eager's kernel accepts and ``index_copy`` does not (the
-    decomposition filled a row of ``index_fill(1, [-4])`` of a [3, 4] tensor and left another)."""
+    decomposition filled a row of ``index_fill(1, [-4])`` of a [3, 4] tensor and left another).
+
+    The decomposition is given a contiguous ``x``: for a non-contiguous dense one (a transposed
+    view, a channels_last tensor) it ends by restoring x's strides with ``prims.copy_strided``,
+    which torch-mlir cannot lower; the lowering is value-semantic, so the strides do not matter."""
     from torch._refs import _index_fill as index_fill
 
     n = x.shape[dim] if x.dim() else 1
     index = torch.where(index < 0, index + n, index)
     if isinstance(value, torch.Tensor):
         value = value.to(x.dtype)
-    return index_fill(x, dim, index, value, inplace=False)
+    return index_fill(x.contiguous(), dim, index, value, inplace=False)
 
 
 def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
@@ -2654,6 +2661,12 @@ def decomposition(op: Any) -> Callable | None:
 
 _traced: dict[tuple, Any] = {}
 
+#: Decompositions that take the result's dtype as PyTorch has it (keyword ``logical_dtype``):
+#: under bf16 emulation their operands are float32 stand-ins, and a decomposition that must
+#: round an intermediate value to bfloat16 as eager does cannot tell otherwise
+#: (``embedding_renorm`` scales a row by a scale rounded to the weight's dtype).
+_TAKES_LOGICAL_DTYPE = frozenset({aten.embedding_renorm.default})
+
 
 def _shape_key(x: Any, constant: Callable[[Any], Any] = lambda x: x) -> Any:
     if isinstance(x, Output):
@@ -2699,6 +2712,8 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     # Python number (an f64 0-d tensor would promote an integer ``self`` to f64).
     result = node.metas[0] if node.op in SCALAR_PARAMS_AS_TENSORS and node.metas else None
     param_dtype = result.dtype if result is not None and result.dtype in (torch.float32, torch.float64) else None
+    logical = ({"logical_dtype": node.metas[0].dtype} if node.op in _TAKES_LOGICAL_DTYPE and node.metas
+               and node.metas[0] is not None else {})
 
     def run(*tensors: torch.Tensor) -> Any:
         it = iter(tensors)
@@ -2711,14 +2726,15 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
                 return type(x)(sub(v) for v in x)
             return constant(x)
 
-        result = decomp(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
+        result = decomp(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()}, **logical)
         # A namedtuple (``out_wrapper``'s, e.g. log_sigmoid_forward's) is traced as
         # one value, the call that builds it: return its fields.
         return tuple(result) if isinstance(result, tuple) else result
 
     # Tracing costs tens of ms; a training step repeats the same few shapes.
     metas = [meta(o) for o in operands]
-    key = (node.op, _shape_key(node.args, constant), _shape_key(node.kwargs, constant), tuple(metas))
+    key = (node.op, _shape_key(node.args, constant), _shape_key(node.kwargs, constant), tuple(metas),
+           tuple(logical.items()))
     traced = _traced.get(key)
     if traced is None:
         examples = [torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta") for m in metas]

@@ -426,6 +426,55 @@ def test_bool_inputs_the_cpu_kernel_refuses_raise_like_eager(backend_name: str) 
     torch.testing.assert_close((mask.to("lazy") % threes.to("lazy")).cpu(), mask % threes)
 
 
+_BOOL_TRUNC_DIVISIONS = {
+    "torch.div(mask, mask, trunc)": lambda m: torch.div(m, m, rounding_mode="trunc"),
+    "mask.div_(mask, trunc)": lambda m: m.clone().div_(m, rounding_mode="trunc"),
+    "torch.div(mask, True, trunc)": lambda m: torch.div(m, True, rounding_mode="trunc"),
+    "torch.div(mask, 0-d mask, trunc)": lambda m: torch.div(m, m[0, 0], rounding_mode="trunc"),
+}
+
+
+def test_a_bool_division_rounded_toward_zero_raises_like_eager(cpu_backend: object) -> None:
+    """``torch.div(mask, mask, rounding_mode="trunc")`` raises on the CPU ("div_trunc_cpu" not
+    implemented for 'Bool'; floor mode's meta kernel refuses too) and returned a bool tensor on
+    lazy (adversary round 41): ``div`` joined op_schema._BOOL_REFUSED, so a bool operand asks the
+    CPU kernel. Divisions it accepts (true division of bools, a bool by an integer) still compile."""
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    for fn in _BOOL_TRUNC_DIVISIONS.values():  # a failure shows the lambda, which names the case
+        with pytest.raises(NotImplementedError) as eager_error:
+            fn(mask)
+        with pytest.raises(NotImplementedError, match=re.escape(str(eager_error.value))):
+            fn(mask.to("lazy")).cpu()
+    ints = torch.tensor([[4, -5, 7], [2, 3, -9]])
+    for fn in (lambda m, i: torch.div(m, m), lambda m, i: torch.div(m, 2, rounding_mode="trunc"),
+               lambda m, i: torch.div(m, i, rounding_mode="trunc"), lambda m, i: torch.div(i, True, rounding_mode="trunc"),
+               lambda m, i: i.float() / True):
+        want = fn(mask, ints)
+        got = fn(mask.to("lazy"), ints.to("lazy")).cpu()
+        assert got.dtype == want.dtype and torch.equal(got.nan_to_num(), want.nan_to_num()), (got, want)
+
+
+def test_tanh_backward_of_integer_operands_raises_like_eager(cpu_backend: object) -> None:
+    """``aten.tanh_backward`` of integer or bool operands raises on the CPU ("tanh_backward_cpu"
+    not implemented for 'Long'); its decomposition (operands of two shapes) returned an integer
+    result and the plain op failed to compile (adversary round 41): ``tanh_backward`` joined
+    op_schema._NON_FLOAT_CHECKED. An integer operand next to a float one is accepted (a float
+    result), as eagerly."""
+    tanh_backward = torch.ops.aten.tanh_backward
+    g = torch.tensor([1, -2, 3])
+    cases = [(g[:, None], g), (g, g), (g.bool()[:, None], g.bool()), (g.to(torch.int32), g.to(torch.int32)[0])]
+    for grad, y in cases:
+        with pytest.raises(NotImplementedError) as eager_error:
+            tanh_backward(grad, y)
+        with pytest.raises(NotImplementedError, match=re.escape(str(eager_error.value))):
+            tanh_backward(grad.to("lazy"), y.to("lazy")).cpu()
+    f = torch.tensor([0.5, -0.25, 0.75])
+    for grad, y in ((g[:, None], f), (f[:, None], g.bool()), (f, g)):
+        want = tanh_backward(grad, y)
+        got = tanh_backward(grad.to("lazy"), y.to("lazy")).cpu()
+        assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+
+
 _NON_FLOAT_OR_ALPHA_REFUSED = {
     "var of int64": lambda x, m: x.var(0),
     "std of bool": lambda x, m: m.std(),

@@ -160,3 +160,23 @@ def test_bf16_training_step(backend):
     for p, q in zip(ref.parameters(), model.parameters()):
         close(q.detach(), p.detach())
     assert metrics.counter("execute") >= 3
+
+
+_HALF_ZERO_DIM_OPERAND = {
+    "atan2": lambda x, h: torch.atan2(x, h),
+    "hypot": lambda x, h: torch.hypot(x, h),
+    "lerp weight": lambda x, h: torch.lerp(x, x * 0.5, h),
+    "tanh_backward": lambda x, h: torch.ops.aten.tanh_backward(x, h),
+}
+
+
+@pytest.mark.parametrize("case", list(_HALF_ZERO_DIM_OPERAND))
+def test_bf16_op_of_a_zero_dim_float16_operand_rounds_it_to_bf16_first(cpu_backend, case):
+    """A 0-d float16 operand of a bf16 elementwise op that is decomposed: eager casts it to
+    bf16 first (TensorIterator's common dtype), the lowering widened it straight to float32
+    (lowering/context.py ``_inline``): atan2, hypot and lerp an ulp off (adversary round 41)."""
+    fn = _HALF_ZERO_DIM_OPERAND[case]
+    gen = torch.Generator().manual_seed(6)
+    x = (torch.randn(64, generator=gen) * 3).to(BF16)
+    h = torch.tensor(0.7123, dtype=torch.float16)
+    exact(fn(lazy(x), lazy(h)).cpu(), fn(x, h))

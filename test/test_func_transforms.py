@@ -53,3 +53,41 @@ def test_vmap_of_grad_through_tanh_matches_eager(cpu_backend: object) -> None:
     got = per_sample(w.to("lazy"), xs.to("lazy"))
     lazy_core.mark_step()
     torch.testing.assert_close(got.cpu(), per_sample(w, xs), rtol=1e-5, atol=1e-6)
+
+
+_MIXED_HALF_OPERANDS = {
+    "bf16 grad [64], f16 y []": (torch.bfloat16, (64,), torch.float16, ()),
+    "bf16 grad [64], f32 y []": (torch.bfloat16, (64,), torch.float32, ()),
+    "f16 grad [64], bf16 y []": (torch.float16, (64,), torch.bfloat16, ()),
+    "f16 grad [4, 64], f32 y []": (torch.float16, (4, 64), torch.float32, ()),
+    "bf16 grad [], f16 y [64]": (torch.bfloat16, (), torch.float16, (64,)),
+}
+
+
+@pytest.mark.parametrize("case", list(_MIXED_HALF_OPERANDS))
+def test_tanh_backward_casts_each_operand_to_the_result_dtype_first(cpu_backend: object, case: str) -> None:
+    """Eager's TensorIterator casts each operand to the common dtype before the float32 math:
+    ``tanh_backward(g_bf16 [4], y_f16 [])`` (a bf16 result) uses y rounded to bfloat16. The
+    decomposition upcast y straight to float32, and under bf16 emulation a float16 (or 0-d
+    float32) operand of a bf16 result was never rounded to bf16 (lowering/context.py
+    ``_inline``, bf16.ROUNDS_OPERANDS): every element an ulp or more off (adversary round 41)."""
+    g_dtype, g_shape, y_dtype, y_shape = _MIXED_HALF_OPERANDS[case]
+    gen = torch.Generator().manual_seed(4)
+    g = (torch.randn(g_shape, generator=gen) * 3).to(g_dtype)
+    y = torch.randn(y_shape, generator=gen).tanh().to(y_dtype)
+    want = torch.ops.aten.tanh_backward(g, y)
+    got = torch.ops.aten.tanh_backward(g.to("lazy"), y.to("lazy")).cpu()
+    assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+
+
+def test_tanh_backward_decomposition_casts_to_the_result_dtype_first() -> None:
+    """The decomposition itself, on CPU tensors: exact against eager's kernel for mixed dtypes."""
+    from lowering.decompositions import _tanh_backward
+
+    gen = torch.Generator().manual_seed(5)
+    for g_dtype, y_dtype in ((torch.bfloat16, torch.float16), (torch.bfloat16, torch.float32),
+                             (torch.float16, torch.bfloat16), (torch.float16, torch.float64)):
+        g = (torch.randn(64, generator=gen) * 3).to(g_dtype)
+        y = torch.randn((), generator=gen).tanh().to(y_dtype)
+        want = torch.ops.aten.tanh_backward(g, y)
+        assert torch.equal(_tanh_backward(g, y), want), (g_dtype, y_dtype)

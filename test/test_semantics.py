@@ -511,6 +511,38 @@ def test_channels_last_keeps_its_layout_on_the_lazy_device(backend):
     assert e.stride() == torch.empty(2, 3, 4, 5, memory_format=torch.channels_last).stride()
 
 
+def _written_through_transpose(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    x.t().index_fill_(1, i, 5.0)
+    return x
+
+
+_CHANNELS_LAST = (2, 3, 4, 2)
+#: case: (the input's shape, channels_last or not, the index_fill).
+_INDEX_FILLS_OF_NON_CONTIGUOUS = {
+    "x.t().index_fill_ (a write through a transposed view)": ((4, 3), False, _written_through_transpose),
+    "channels_last index_fill_": (_CHANNELS_LAST, True, lambda x, i: x.index_fill_(3, i, 1.5)),
+    "channels_last index_fill": (_CHANNELS_LAST, True, lambda x, i: x.index_fill(1, i, -1.0)),
+    "permuted index_fill": (_CHANNELS_LAST, True, lambda x, i: x[0].permute(1, 2, 0).index_fill(0, i, 2.0)),
+    "transposed index_fill, 0-d value": ((3, 4), False, lambda x, i: x.t().index_fill(0, i, torch.tensor(2.0))),
+}
+
+
+@pytest.mark.parametrize("case", list(_INDEX_FILLS_OF_NON_CONTIGUOUS))
+def test_index_fill_of_a_non_contiguous_tensor_compiles(cpu_backend, case):
+    """``index_fill`` of a dense non-contiguous tensor (a transposed view, channels_last) failed to
+    compile ("failed at torch.prims.copy_strided": PyTorch's decomposition restores the input's
+    strides with a prim torch-mlir cannot lower): a crash under LAZY_STRICT, an eager fallback
+    otherwise (adversary round 41). The decomposition now gets a contiguous input."""
+    shape, channels_last, fn = _INDEX_FILLS_OF_NON_CONTIGUOUS[case]
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    idx = torch.tensor([0, 1])
+    want = fn(x.clone(), idx)
+    got = fn(lazy(x.clone()), lazy(idx)).cpu()
+    assert torch.equal(got, want), (got, want)
+
+
 @pytest.mark.parametrize("dims", [2, 3])
 def test_a_channels_last_convolution_is_laid_out_like_eager(backend, dims):
     """ATen's CPU convolutions return a channels-last result for a channels-last input (and
