@@ -419,8 +419,14 @@ class LoweringContext:
             # ``torch.add(0.5, x)`` (Phi-MoE's router), ``torch.mul(2, x)``: the number arrives in
             # ``self`` as a wrapped number, which the torch dialect rejects there (torch-mlir's
             # importer makes the Scalar form only of a number in ``other``). Given as a 0-d
-            # tensor of the result dtype, the dtype eager computes in for a wrapped number.
-            call_args = (self._scalar_tensor(call_args[0], metas[0].dtype), *call_args[1:])
+            # tensor of the result dtype: eager's kernels read only a second operand as a CPU
+            # scalar, so a first one is converted to the common dtype like any tensor (a bf16
+            # result's number is rounded to bf16, emulated or not).
+            number = self._scalar_tensor(call_args[0], metas[0].dtype)
+            if node.metas[0].dtype != metas[0].dtype:
+                number = self._in_result_dtype(number, TensorMeta((), metas[0].dtype, ()), node.metas[0].dtype,
+                                               trace)[0]
+            call_args = (number, *call_args[1:])
         if target in TENSOR_FORMS:  # no torch-dialect definition: its Tensor form
             target = TENSOR_FORMS[target]
             call_args = (call_args[0], self._scalar_tensor(call_args[1]), *call_args[2:])

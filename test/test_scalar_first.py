@@ -5,7 +5,8 @@ torch-dialect scalar, which ``torch.aten.add.Tensor`` rejects ("operand #0 must 
 tensor type"): the graph failed to parse, so HF Phi-MoE's router (``modeling_phimoe.py``) and
 any ``torch.mul(2, x)`` crashed under LAZY_STRICT and ran op by op otherwise. Compared with
 eager in values and dtype, for constant numbers and lifted ones (runtime parameters), against
-tensors of several dtypes and a 0-d one (where a wrapped number does not promote).
+tensors of several dtypes (half precision exactly) and a 0-d one (where a wrapped number does
+not promote).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ CALLS = {
     "add_one": lambda o: torch.add(1, o),
     "mul_float": lambda o: torch.mul(0.5, o),
     "mul_zero": lambda o: torch.mul(0, o),
+    "mul_inexact": lambda o: torch.mul(0.1, o),  # (0.1 and 1.3 round in half precision)
+    "div_inexact": lambda o: torch.div(1.3, o),
     "sub_alpha": lambda o: torch.sub(3.0, o, alpha=2),
     "div": lambda o: torch.div(1.5, o),
     "div_floor": lambda o: torch.div(7, o, rounding_mode="floor"),
@@ -32,6 +35,10 @@ OTHERS = {
     "bool": torch.tensor([True, False, True]),
     "zero_dim_half": torch.tensor(2.5, dtype=torch.float16),
     "double": torch.tensor([0.1, 3.0], dtype=torch.float64),
+    # The number is converted to the common dtype first (eager reads only a second operand as
+    # an unrounded CPU scalar): bf16(0.1) * x, rounded once.
+    "bfloat16": (torch.randn(64, generator=torch.Generator().manual_seed(0)) * 3).to(torch.bfloat16),
+    "half": (torch.randn(64, generator=torch.Generator().manual_seed(0)) * 3).to(torch.float16),
 }
 
 
@@ -47,4 +54,5 @@ def test_number_first_matches_eager(cpu_backend: object, call: str, other: str) 
         return
     got = fn(o.to("lazy")).cpu()
     assert got.dtype == want.dtype
-    torch.testing.assert_close(got, want, equal_nan=True)
+    exact = other in ("bfloat16", "half") and call != "add_alpha"  # (alpha: an ulp, as x.add(y, alpha=a))
+    torch.testing.assert_close(got, want, equal_nan=True, **({"rtol": 0, "atol": 0} if exact else {}))
