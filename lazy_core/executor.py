@@ -27,6 +27,7 @@ import torch
 from . import (
     collective_queue,
     config,
+    gc_debt,
     host_constants,
     host_eval,
     metrics,
@@ -443,6 +444,7 @@ class GraphExecutor:
                 lambda: self._compile(backend, graph, donated),
                 lambda plan: self._compile_plan(backend, graph, donated, plan))
             self._remember(key, entry)
+            gc_debt.after_compile()
         elif sample is None:
             metrics.counter_add("cache_hit")
             self._cache.move_to_end(key)
