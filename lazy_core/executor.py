@@ -444,7 +444,8 @@ class GraphExecutor:
                 lambda: self._compile(backend, graph, donated),
                 lambda plan: self._compile_plan(backend, graph, donated, plan))
             self._remember(key, entry)
-            gc_debt.after_compile()
+            if not entry.loaded:  # a disk-cache load imports next to nothing (lazy_core.gc_debt)
+                gc_debt.after_compile()
         elif sample is None:
             metrics.counter_add("cache_hit")
             self._cache.move_to_end(key)

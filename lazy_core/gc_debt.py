@@ -12,10 +12,14 @@ steps after warm-up (``bench/train_step.py --model mlp`` measured 11-13 ms
 per step over its 20 timed steps instead of 2-3 ms).
 
 The barrier that compiled already made the user wait (seconds, for a
-compile), so after a compile or a disk-cache load that imported modules it
-collects at once: the same work, done where it is not a hiccup. Later
-compiles that import nothing skip it (a test suite's thousands of compiles
-would otherwise pay a full collection each). Nothing else about the
+compile), so after a compile that imported many modules (817 for the first
+one of a process, a few hundred for some later ones) it collects at once:
+the same work, done where it is not a hiccup. Compiles that import little
+skip it (a test suite's thousands of compiles would otherwise pay a full
+collection each), and so do executables loaded from the disk cache: a warm
+process imports almost nothing (one module in tiny BERT's first two steps),
+and its first step is meant to cost about a steady step, which a 200 ms
+collection of a transformers-sized heap would triple. Nothing else about the
 collector changes: no thresholds, no ``gc.freeze()``, which would keep the
 user's cyclic garbage of that moment forever (docs/architecture.md leaves
 that choice to the user).
@@ -28,14 +32,16 @@ import sys
 
 from . import metrics
 
+#: Imports since the last collection here that make one worth its cost.
+MODULES = 50
 _modules_seen = 0
 
 
 def after_compile() -> None:
-    """Collect now if the compile that just ended imported modules."""
+    """Collect now if compiles since the last call imported many modules."""
     global _modules_seen
     n = len(sys.modules)
-    if n == _modules_seen:
+    if n - _modules_seen < MODULES:
         return
     _modules_seen = n
     if not gc.isenabled():
