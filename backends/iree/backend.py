@@ -96,6 +96,7 @@ from .rewrites import (
     separate_sorts,
 )
 from .runtime import IreeDevice, IreeExecutable, get_device, probe
+from .unit_slices import separate_unit_slice_expansions
 
 #: The runtime's words when a module needs more than the device allows
 #: (Vulkan: "... exceeds device limit 128", "... exceeding device limit 32").
@@ -279,6 +280,7 @@ class IreeBackend(MlirBackend):
         text = materialize_self_updates(text)
         text = separate_reshaped_slices(text)  # IREE 3.13 loops forever on some (reshaped_slices.py)
         text = separate_chained_fills(text)  # IREE 3.13 misplaces merged slice fills (chained_fills.py)
+        text = separate_unit_slice_expansions(text)  # IREE 3.13 refuses some (unit_slices.py)
         if self.config.hides_zero_literals:
             text = hide_zero_literals(text)
         return text
