@@ -3291,3 +3291,39 @@ def test_cross_entropy_with_label_smoothing_of_a_constant_target(name: str, monk
         got = torch.nn.functional.cross_entropy(lazy(x) + 1, target, label_smoothing=0.1, **moved)
         want = torch.nn.functional.cross_entropy(x + 1, torch.full((2,), value), label_smoothing=0.1, **kwargs)
         torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ["addcmul", "addcdiv"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_addcmul_and_addcdiv_take_eagers_order_of_operations(backend: lazy_core.BackendImpl, op: str,
+                                                               dtype: torch.dtype) -> None:
+    """Eager's CPU kernel computes ``self + value * t1 * t2`` (``/ t2``) left to right;
+    torch-mlir's decomposition took the product first. Stateful fuzz seed 4211:
+    ``v0.addcmul_(a, b, value=0.0)`` with ``a * b`` past float32's range was NaN where
+    eager keeps ``v0``; and of 1,000 random float32 elements 312 ``addcdiv`` and 150
+    ``addcmul`` results were an ulp off on iree-cpu (lowering/addc.py). Bit for bit, except
+    a float32/float64 ``addcmul`` on the reference backend and lavapipe: eager's kernel
+    (compiled with floating contraction) and IREE's llvm-cpu code end it in one fused
+    multiply-add, those two round the product first (an ulp on ~13% of elements)."""
+    vulkan = backend.name == "iree-vulkan"
+    if vulkan and dtype == torch.float64:
+        pytest.skip("no float64 on lavapipe's IREE target")
+    torch.manual_seed(0)
+    x, a = torch.randn(1000, dtype=dtype), torch.randn(1000, dtype=dtype)
+    b = torch.rand(1000, dtype=dtype) + 0.1
+    f = getattr(torch, op)
+    exact = not (backend.name in ("reference", "iree-vulkan") and op == "addcmul"
+                 and dtype in (torch.float32, torch.float64))
+    tolerance = {"rtol": 0, "atol": 0} if exact else {}
+    # lavapipe refuses a constant 0.0 factor (miscompiles.zero_operands_on_spirv): not on Vulkan.
+    for value in (0.37, -0.37, 1) if vulkan else (0.37, -0.37, 1, 0.0):
+        expected = f(x, a, b, value=value)
+        got = f(x.to("lazy"), a.to("lazy"), b.to("lazy"), value=value).cpu()
+        torch.testing.assert_close(got, expected, equal_nan=True, **tolerance)
+    if dtype == torch.float32 and op == "addcmul" and not vulkan:
+        big = torch.tensor([3e28, 1e30, 2.0])
+        v0 = torch.tensor([-0.25, 1.89, 2.08])
+        expected = v0.clone().addcmul_(big, big, value=0.0)
+        got = v0.to("lazy").addcmul_(big.to("lazy"), big.to("lazy"), value=0.0)
+        lazy_core.mark_step()
+        torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True)
