@@ -28,6 +28,8 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 from lazy_core.ir import Node, Output
 
+from .embedding_renorm import bfloat16_in_float64
+
 aten = torch.ops.aten
 
 OPS = (aten.addcmul.default, aten.addcdiv.default)
@@ -46,10 +48,15 @@ def applies(node: Node) -> bool:
     return tuple(product) != tuple(node.metas[0].shape)
 
 
-def _operands(x: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _operands(x: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor,
+              logical_dtype: torch.dtype | None) -> tuple[torch.Tensor, ...]:
     """The operands in the promoted dtype, then in float32 when that is half precision: the
-    kernel rounds each operand to the result dtype and computes in float32 (``_result``)."""
+    kernel rounds each operand to the result dtype and computes in float32 (``_result``).
+    Under bf16 emulation (``logical_dtype`` bfloat16, float32 stand-ins) each operand is
+    rounded to a bfloat16 value in float32: a 0-d float32 ``t2`` is bf16(0.3) in eager."""
     dtype = elementwise_dtypes(x, t1, t2, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+    if logical_dtype == torch.bfloat16 and dtype != torch.bfloat16:
+        return tuple(bfloat16_in_float64(t.double()).to(dtype) for t in (x, t1, t2))
     compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     return x.to(dtype).to(compute), t1.to(dtype).to(compute), t2.to(dtype).to(compute)
 
@@ -70,11 +77,13 @@ def _scaled(t1: torch.Tensor, value: Any) -> torch.Tensor:
     return t1 if value == 1 else t1 * value
 
 
-def addcmul(x: torch.Tensor, tensor1: torch.Tensor, tensor2: torch.Tensor, *, value: Any = 1) -> torch.Tensor:
-    a, t1, t2 = _operands(x, tensor1, tensor2)
+def addcmul(x: torch.Tensor, tensor1: torch.Tensor, tensor2: torch.Tensor, *, value: Any = 1,
+            logical_dtype: torch.dtype | None = None) -> torch.Tensor:
+    a, t1, t2 = _operands(x, tensor1, tensor2, logical_dtype)
     return _result(a + _scaled(t1, value) * t2, x, tensor1, tensor2)
 
 
-def addcdiv(x: torch.Tensor, tensor1: torch.Tensor, tensor2: torch.Tensor, *, value: Any = 1) -> torch.Tensor:
-    a, t1, t2 = _operands(x, tensor1, tensor2)
+def addcdiv(x: torch.Tensor, tensor1: torch.Tensor, tensor2: torch.Tensor, *, value: Any = 1,
+            logical_dtype: torch.dtype | None = None) -> torch.Tensor:
+    a, t1, t2 = _operands(x, tensor1, tensor2, logical_dtype)
     return _result(a + _scaled(t1, value) / t2, x, tensor1, tensor2)

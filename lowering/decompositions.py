@@ -2665,7 +2665,7 @@ _traced: dict[tuple, Any] = {}
 #: under bf16 emulation their operands are float32 stand-ins, and a decomposition that must
 #: round an intermediate value to bfloat16 as eager does cannot tell otherwise
 #: (``embedding_renorm`` scales a row by a scale rounded to the weight's dtype).
-_TAKES_LOGICAL_DTYPE = frozenset({aten.embedding_renorm.default})
+_TAKES_LOGICAL_DTYPE = frozenset({aten.embedding_renorm.default, *addc.OPS})
 
 
 def _shape_key(x: Any, constant: Callable[[Any], Any] = lambda x: x) -> Any:

@@ -17,7 +17,7 @@ operand of the row's dtype first (TensorIterator casts the scalar to the common 
 the product is taken in float32 and rounded once. Multiplying by the float32 scale left 7 of 10
 bfloat16 rows an ulp off (adversary round 41). Under bf16 emulation (``lowering/bf16.py``) the
 weight arrives as float32 values and a cast to bfloat16 inside the decomposition is not kept, so
-the norm and the scale are rounded to bfloat16 on their float64 bits (``_bfloat16_in_float64``).
+the norm and the scale are rounded to bfloat16 on their float64 bits (``bfloat16_in_float64``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _BF16_OVERFLOW = 2.0 ** 128
 _DROPPED = 52 - 7
 
 
-def _bfloat16_in_float64(x: torch.Tensor) -> torch.Tensor:
+def bfloat16_in_float64(x: torch.Tensor) -> torch.Tensor:
     """float64 ``x`` rounded to the nearest bfloat16 (ties to even), as float64: eager's
     ``x.to(torch.bfloat16)`` of a double, computed on the bits (no cast to fold away)."""
     bits = x.view(torch.int64)
@@ -63,12 +63,12 @@ def embedding_renorm(weight: torch.Tensor, indices: torch.Tensor, max_norm: floa
     named = named.index_put((safe,), valid.to(torch.int32), accumulate=True) > 0
     if dtype in _HALF:  # accumulated in float32 and rounded once, as eager's norm kernel does
         norms = torch.linalg.vector_norm(weight.float(), ord=norm_type, dim=1)
-        norms = _bfloat16_in_float64(norms.double()) if emulated else norms.to(dtype).double()
+        norms = bfloat16_in_float64(norms.double()) if emulated else norms.to(dtype).double()
     else:
         norms = torch.linalg.vector_norm(weight, ord=norm_type, dim=1).to(torch.float64)
     scale = max_norm / (norms + 1e-7)
     if emulated:
-        scaled = weight * _bfloat16_in_float64(scale).to(weight.dtype)[:, None]
+        scaled = weight * bfloat16_in_float64(scale).to(weight.dtype)[:, None]
     elif dtype in _HALF:
         scaled = (weight.float() * scale.to(dtype).float()[:, None]).to(dtype)
     else:

@@ -74,9 +74,9 @@ def test_half_precision_rows_scale_exactly_as_eager(cpu_backend: object, dtype: 
 
 
 def test_rounding_to_bfloat16_on_float64_bits_matches_the_cast() -> None:
-    """``_bfloat16_in_float64`` (the scale's rounding under bf16 emulation) is eager's
+    """``bfloat16_in_float64`` (the scale's rounding under bf16 emulation) is eager's
     ``double.to(torch.bfloat16)``: ties to even, subnormals, overflow, signs, infinities, NaN."""
-    from lowering.embedding_renorm import _bfloat16_in_float64
+    from lowering.embedding_renorm import bfloat16_in_float64
 
     gen = torch.Generator().manual_seed(0)
     x = torch.cat([torch.randn(4000, generator=gen, dtype=torch.float64) * 10.0 ** torch.randint(
@@ -84,7 +84,7 @@ def test_rounding_to_bfloat16_on_float64_bits_matches_the_cast() -> None:
                                                         3.3961e38, -3.3961e38, 3.38e38, 0.0, -0.0, 1e-50,
                                                         float("inf"), -float("inf"), float("nan")], dtype=torch.float64)])
     want = x.to(torch.bfloat16).double()
-    got = _bfloat16_in_float64(x)
+    got = bfloat16_in_float64(x)
     assert torch.equal(got.nan_to_num(), want.nan_to_num()) and torch.equal(got.isnan(), want.isnan())
     assert torch.equal(got.signbit(), want.signbit())
 
