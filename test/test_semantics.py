@@ -998,6 +998,27 @@ def test_an_in_place_write_through_a_dtype_view_writes_bits(backend):
         assert torch.equal(lh.cpu(), h)
 
 
+def test_a_write_through_a_transpose_of_a_reshape_reaches_its_base(backend):
+    """Longformer's backward copies into ``x.view(2, 4, 8, 5).transpose(2, 1)`` (adversary round 42):
+    inverting the transpose gave a transposed value, and inverting the view then viewed it as the
+    base's shape, which ``view`` refuses for such strides ("view size is not compatible ... Use
+    .reshape(...) instead"). The inverse of a reshape step copies a value it cannot view
+    (lazy_core/views.py, ``_viewable``)."""
+    src = torch.randn(2, 8, 4, 5)
+
+    def program(d: str) -> list[torch.Tensor]:
+        x = torch.zeros(8, 4, 2, 5, device=d)
+        x.view(2, 4, 8, 5).transpose(2, 1).copy_(src.to(d))
+        y = torch.zeros(6, 4, device=d)
+        y.unflatten(0, (2, 3)).permute(2, 1, 0).copy_(torch.arange(24.0).view(4, 3, 2).to(d))
+        z = torch.zeros(3, 4, device=d)
+        z.unsqueeze(0).transpose(0, 2)[1:].squeeze(-1).add_(1.0)
+        return [x, y, z]
+
+    for got, want in zip(program("lazy"), program("cpu"), strict=True):
+        assert torch.equal(got.cpu(), want)
+
+
 def test_writes_through_complex_views_reach_their_base(backend, request):
     """Adversarial sweep: ``view_as_complex(x).mul_(2)`` left ``x`` unchanged and
     ``view_as_real(y)[:, 0] = 5`` never reached ``y`` (every backend). Complex tensors run
