@@ -62,6 +62,29 @@ _IDENTITY = {"alias", "detach", "lift_fresh", "lift", "_alias"}
 _kinds: dict[int, str] = {}
 
 
+def _viewable(record: Recorder, value: Output, shape: tuple[int, ...]) -> Output:
+    """``value``, or a contiguous copy of it where its strides cannot be viewed as ``shape``.
+
+    Inverting a reshape step views the value written below it; after the inverse of a
+    ``transpose``/``permute`` step above it that value is laid out transposed, and ``view``
+    refuses strides that do not merge (a write through ``x.view(2, 4, 8, 5).transpose(2, 1)``,
+    as Longformer's backward makes, raised "view size is not compatible"). Values are
+    unchanged: the view of a value is its row-major reshape.
+    """
+    meta = value.meta
+    want, step = [], 1
+    for d in reversed(meta.shape):
+        want.append(step)
+        step *= max(d, 1)
+    if all(a == b for a, b, n in zip(meta.stride, reversed(want), meta.shape, strict=True) if n > 1):
+        return value
+    try:
+        torch.empty_strided(meta.shape, meta.stride, dtype=meta.dtype, device="meta").view(shape)
+    except RuntimeError:
+        return record(aten.clone.default, (value,), {"memory_format": torch.contiguous_format})
+    return value
+
+
 class ViewStep:
     """One view op applied to the value below it: ``op(value, *rest)``."""
 
@@ -100,7 +123,7 @@ class ViewStep:
             if kind.startswith("expand") and _numel(self.in_shape) != _numel(updated.meta.shape):
                 # LazyTensor._lz_assign writes through a broadcast with write_by_index.
                 raise AssertionError("an expand step is inverted by write_by_index")
-            return record(aten.view.default, (updated, list(self.in_shape)), {})
+            return record(aten.view.default, (_viewable(record, updated, self.in_shape), list(self.in_shape)), {})
         if kind == "permute":
             dims = [d % len(self.in_shape) for d in args["dims"]]
             inverse = [0] * len(dims)

@@ -828,11 +828,49 @@ def _bool_accumulation(node: Node) -> bool:
 _BOOL_REDUCTIONS = ("sum", "prod", "amax", "amin")
 
 
+def _gapped_indices(indices: Any) -> bool:
+    """Integer index tensors separated by a full slice (``x[i, :, j]``): eager puts the indexed
+    dimensions first in the values' shape. torch-mlir lowers ``index_put`` only for adjacent
+    index tensors: with a gap it left ``torch.aten.index_put`` unconverted (both backends), so the
+    backward of ``x[i, :, j]`` (Longformer's global attention) and ``x[i, :, j] = v`` did not compile."""
+    if not isinstance(indices, list | tuple):
+        return False
+    at = [d for d, t in enumerate(indices) if t is not None]
+    if len(at) < 2 or at[-1] - at[0] + 1 == len(at):
+        return False
+    return not any(_is_mask(indices[d]) for d in at)
+
+
+def _gapped_index_put(node: Node) -> bool:
+    return _gapped_indices(node.args[1] if len(node.args) > 1 else node.kwargs.get("indices"))
+
+
+def _index_put_gapped(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
+                      accumulate: bool = False) -> torch.Tensor:
+    """``index_put`` with index tensors apart (``_gapped_indices``) as one with the indexed
+    dimensions moved first, where they are adjacent: the values' shape (the broadcast index
+    shape, then the other dimensions in order) is the same for both, as eager places non-adjacent
+    index dimensions first."""
+    at = [d for d, t in enumerate(indices) if t is not None]
+    order = at + [d for d in range(x.dim()) if d not in at]
+    out = aten.index_put(x.permute(order), [indices[d] for d in at], values, accumulate)
+    return out.permute(sorted(range(len(order)), key=order.__getitem__))
+
+
 def _index_put_mask_or_bool(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
                             accumulate: bool = False, unsafe: bool = False) -> torch.Tensor:
+    if _gapped_indices(indices):
+        return _index_put_gapped(x, indices, values, accumulate)
     if x.dtype == torch.bool and accumulate:
         return _bool_index_put(x, indices, values, accumulate)
     return _index_put_mask(x, indices, values, accumulate)
+
+
+def _unsafe_index_put(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
+                      accumulate: bool = False) -> torch.Tensor:
+    if _gapped_indices(indices):
+        return _index_put_gapped(x, indices, values, accumulate)
+    return _bool_index_put(x, indices, values, accumulate)
 
 
 def _bool_index_put(x: torch.Tensor, indices: list[torch.Tensor | None], values: torch.Tensor,
@@ -2295,7 +2333,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.unsafe_split_with_sizes.default] = _unsafe_split_with_sizes
     table[aten.index_put.default] = _index_put_mask_or_bool
     table[aten._index_put_impl.default] = _index_put_mask_or_bool
-    table[aten._unsafe_index_put.default] = _bool_index_put
+    table[aten._unsafe_index_put.default] = _unsafe_index_put
     table[aten.scatter_add.default] = _bool_scatter_add
     table[aten.scatter_reduce.two] = _scatter_reduce_exactly
     table[aten.sum.default] = table[aten.sum.dim_IntList] = _sum_as_bools
@@ -2514,9 +2552,10 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.gelu.default: _tanh_gelu,
     aten.gelu_backward.default: _tanh_gelu,
     **dict.fromkeys(_NEAREST_BACKWARDS, _non_integer_upsampling),
-    aten.index_put.default: lambda node: _mask_indexed(node) or _bool_accumulation(node),
-    aten._index_put_impl.default: lambda node: _mask_indexed(node) or _bool_accumulation(node),
-    aten._unsafe_index_put.default: lambda node: _bool_accumulation(node),
+    aten.index_put.default: lambda node: _mask_indexed(node) or _bool_accumulation(node) or _gapped_index_put(node),
+    aten._index_put_impl.default: lambda node: (_mask_indexed(node) or _bool_accumulation(node)
+                                                or _gapped_index_put(node)),
+    aten._unsafe_index_put.default: lambda node: _bool_accumulation(node) or _gapped_index_put(node),
     aten.scatter_add.default: lambda node: _bool_accumulation(node),
     aten.scatter_reduce.two: lambda node: _bool_accumulation(node) or _integer_scatter_mean(node),
     aten.sum.default: lambda node: node.kwargs.get("dtype") == torch.bool,
