@@ -385,6 +385,11 @@ DECOMPOSED_OPS = (
     # ``nan_to_num`` of an integer or bool tensor (the identity, as eager) failed to lower on
     # every backend: torch-mlir legalizes only the floating form. A copy (_ONLY_WHEN: not floating).
     aten.nan_to_num.default,
+    # ``torch.where(mask, v, v)`` with ``v`` smaller than the result: torch-mlir folds the op to
+    # ``v`` and drops the broadcast, so the graph failed to lower on every backend ("type of return
+    # operand ... doesn't match function result type"; stateful fuzz seed 4212). ``v`` broadcast
+    # to the result (_ONLY_WHEN: one value for both branches, of another shape than the result).
+    aten.where.self,
     # torch-mlir lowers trunc through a sign (select of -1/0/1 constants) that IREE folds
     # the same way on a constant splat: ``torch.trunc(torch.ones(3))`` gave -1 (fuzz seed
     # 300), ``frac`` of it 2. Decomposed to floor/ceil (_ONLY_WHEN: a floating input).
@@ -1229,6 +1234,18 @@ def _nan_to_num_of_integers(x: torch.Tensor, nan: float | None = None, posinf: f
                             neginf: float | None = None) -> torch.Tensor:
     """An integer or bool tensor has no NaN or infinity: eager returns a copy, whatever the values."""
     return x.clone()
+
+
+def _where_of_one_value(condition: torch.Tensor, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """``where(c, x, x)``: ``x`` at every position of the broadcast shape, whatever ``c`` holds."""
+    return x.expand(torch.broadcast_shapes(condition.shape, x.shape, other.shape)).clone()
+
+
+def _one_value_broadcast(node: Node) -> bool:
+    """``where(c, x, x)`` whose result has another shape than ``x``."""
+    _, x, other = node.args[:3]
+    return (isinstance(x, Output) and isinstance(other, Output) and (x.node, x.index) == (other.node, other.index)
+            and node.metas[0] is not None and tuple(node.metas[0].shape) != tuple(x.meta.shape))
 
 
 def _floating_input(node: Node) -> bool:
@@ -2386,6 +2403,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.logaddexp2.default] = logaddexp2
     table[aten.sign.default] = table[aten.sgn.default] = _sign
     table[aten.nan_to_num.default] = _nan_to_num_of_integers
+    table[aten.where.self] = _where_of_one_value
     table[aten.roll.default] = _roll
     table[aten.trunc.default] = _trunc
     table[aten.frac.default] = _frac
@@ -2623,6 +2641,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.polygamma.default: lambda node: isinstance(node.args[0], int) and node.args[0] >= 0,
     aten.sgn.default: _not_bool_input,
     aten.nan_to_num.default: lambda node: not _floating_input(node),
+    aten.where.self: _one_value_broadcast,
     # Always, but listed so that the atan2 inside the decomposition stays whole.
     aten.atan2.default: lambda node: True,
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,

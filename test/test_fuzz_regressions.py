@@ -3327,3 +3327,18 @@ def test_addcmul_and_addcdiv_take_eagers_order_of_operations(backend: lazy_core.
         got = v0.to("lazy").addcmul_(big.to("lazy"), big.to("lazy"), value=0.0)
         lazy_core.mark_step()
         torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.bool, torch.int8, torch.bfloat16])
+def test_where_of_one_value_for_both_branches_broadcasts(backend: lazy_core.BackendImpl, dtype: torch.dtype) -> None:
+    """``torch.where(mask, v, v)`` with ``v`` smaller than the result: torch-mlir folded it to
+    ``v`` and the graph failed to lower on every backend (stateful fuzz seed 4212:
+    ``torch.where(x <= -1, v4, v4)`` with a 0-d int64 ``v4``; lowering/decompositions.py)."""
+    mask = torch.tensor([[True, False, True], [False, False, True]])
+    for v in (torch.tensor(3).to(dtype), torch.tensor([1, 0, 2]).to(dtype)):
+        expected = torch.where(mask, v, v)
+        lv = v.to("lazy")
+        got = torch.where(mask.to("lazy"), lv, lv)
+        lazy_core.mark_step()
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        assert torch.equal(got.cpu(), expected)
