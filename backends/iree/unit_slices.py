@@ -25,10 +25,8 @@ import math
 from typing import Any
 
 from .donation import _is_block_argument
-from .reshaped_slices import _written_in_place
+from .reshaped_slices import _SLICES, _written_in_place
 from .rewrites import _RESHAPES, _barrier, _rewrite_each_op, _shape
-
-_SLICES = ("torch.aten.slice.Tensor", "torch.aten.select.int", "torch.aten.narrow")
 
 
 def separate_unit_slice_expansions(mlir: str) -> str:
