@@ -119,6 +119,21 @@ def test_a_stuck_compiler_is_stopped_and_a_working_one_is_not() -> None:
     assert bounded_compile.supervise([sys.executable, "-c", busy], b"input", stall_seconds=2.0) == b"ok\n"
 
 
+@pytest.mark.timeout(120)
+def test_a_child_slow_to_read_its_input_gets_all_of_it() -> None:
+    """The root of CI's 120 s stalls (about one test a run, always a big graph under load): the
+    parent wrote the MLIR to the child's stdin inside ``communicate(payload, timeout=0.5)`` and
+    retried with no input, and CPython's retry only writes when given the input again. A compiler
+    that had not read its whole input in the first half second (a module over the 64 KiB pipe,
+    a loaded machine starting the 100 MB compiler library) waited forever for the rest, using no
+    CPU, until the stall bound killed it. A child that sleeps before reading 2 MiB must get all of it."""
+    import sys
+
+    payload = bytes(range(256)) * (8 << 10)
+    echo = "import sys, time\ntime.sleep(1.5)\nsys.stdout.buffer.write(sys.stdin.buffer.read())"
+    assert bounded_compile.supervise([sys.executable, "-c", echo], payload, stall_seconds=10.0) == payload
+
+
 def test_the_memory_bound_defaults_to_half_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LAZY_IREE_COMPILE_MEMORY", raising=False)
     assert bounded_compile.memory_bound_mib() >= 4096

@@ -10,15 +10,19 @@ resident memory passes ``LAZY_IREE_COMPILE_MEMORY`` MiB; the caller turns that i
 ``CompileError`` (the graph then runs eagerly, or raises under ``LAZY_STRICT``). The memory is
 sampled from ``/proc`` twice a second; where there is no ``/proc``, only the time is bounded.
 
-A child that uses no CPU at all for ``_STALL`` seconds is stuck, not working (a clean-clone CI's
-compile of a GPT-2 step that takes 6 s alone was still running at the 600 s bound): it is stopped
-and the compile tried once more in a fresh child (counter ``iree_compile_stalled``).
+A child that uses no CPU at all for ``_STALL`` seconds is stuck, not working: it is stopped and
+the compile tried once more in a fresh child (counter ``iree_compile_stalled``). The stalls CI saw
+(a GPT-2 step that takes 6 s alone still running at the 600 s bound, later one ~120 s test per run)
+were this module's own: the MLIR went through a pipe whose rest was never written when the child
+had not read it all within the first poll. The input now comes from a file; the bound stays for
+whatever else could leave a child waiting.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 
 from lazy_core import config as lazy_config
@@ -82,15 +86,24 @@ def supervise(command: list[str], payload: bytes | None, stall_seconds: float | 
     stall = _STALL if stall_seconds is None else stall_seconds
     limit_mib = memory_bound_mib()
     start = time.monotonic()
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # The input comes from a file, not a pipe: ``communicate(payload, timeout)`` retried after a
+    # timeout writes the rest of the input only when given it again, and a retry without it left
+    # a compiler that had not read its whole module in the first poll waiting for it forever (CI's
+    # 120 s stalls; test_a_child_slow_to_read_its_input_gets_all_of_it).
+    with tempfile.TemporaryFile() as source:
+        if payload:
+            source.write(payload)
+            source.seek(0)
+        proc = subprocess.Popen(command, stdin=source if payload else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     cpu, busy = None, start
     try:
         while True:
             try:
-                out, err = proc.communicate(payload, timeout=_POLL)
+                out, err = proc.communicate(timeout=_POLL)
                 break
             except subprocess.TimeoutExpired:
-                payload = None  # communicate keeps writing what it was given first
+                pass
             now = time.monotonic()
             elapsed = now - start
             if seconds and elapsed > seconds:
