@@ -86,6 +86,9 @@ def lazy_summary() -> dict[str, Any]:
     fallbacks = {k: v for k, v in counters.items() if k.startswith("fallback::")}
     return {
         "compiles": counters.get("compile", 0),
+        # Of those, graphs lowered again whose compiled executable the backend's own disk cache
+        # (keyed by the MLIR) still had: a code change that left this MLIR alone, no compiler run.
+        "reused": counters.get("disk_cache_hit", 0),
         "loaded": counters.get("persistent_cache_hit", 0),
         "cache_hits": counters.get("cache_hit", 0),
         "cache_misses": counters.get("cache_miss", 0),
@@ -107,7 +110,8 @@ def compile_failure_note(summary: dict[str, Any]) -> str | None:
 
 def print_runtime(summary: dict[str, Any], detail: str = "") -> None:
     """The closing 'lazy runtime' line (compiles, loads, hits, fallbacks) and any compile-failure note."""
-    print(f"lazy runtime:       {summary['compiles']} compiles ({summary['compile_s']:.1f} s{detail}), "
+    reused = f"; {summary['reused']} reused a compiled executable from the disk cache" if summary.get("reused") else ""
+    print(f"lazy runtime:       {summary['compiles']} compiles ({summary['compile_s']:.1f} s{detail}{reused}), "
           f"{summary['loaded']} loaded from the disk cache, "
           f"{summary['cache_hits']} cache hits, {summary['fallbacks']} fallbacks"
           + (f" {summary['fallback_ops']}" if summary["fallbacks"] else ""))
