@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import use_backend
 
 import lazy_core
 from lazy_mlir.backends.iree import bounded_compile
@@ -153,3 +154,60 @@ def test_a_slice_a_scatter_writes_into_gets_no_barrier() -> None:
         "    %4 = torch.aten.sub.Tensor %2, %3, %int1")
     assert "slice_scatter" in written
     assert "optimization_barrier" not in separate_reshaped_slices(written)
+
+
+def test_a_graph_compiled_again_with_barriers_generates_code_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The phases IREE turns into wrong values are checked before any code is generated: the first
+    iree-compile stops after them (``--compile-to``) and only the variant that is kept runs to a
+    vmfb (``--compile-from``). A graph whose strided slice reads a fused cast (fuzz seed 9562) is
+    compiled again with its source behind a barrier; its first variant's code generation was
+    thrown away, most of the compile's time (the strided-slice regression test: 82 s -> 53 s)."""
+    from lazy_mlir.backends.iree import compiler
+
+    commands: list[list[str]] = []
+    supervise = bounded_compile.supervise
+
+    def recording(command: list[str], payload: bytes | None, stall_seconds: float | None = None) -> bytes:
+        commands.append(command)
+        return supervise(command, payload, stall_seconds)
+
+    mlir = _strided_slice_of_a_cast_module()
+    monkeypatch.setattr(bounded_compile, "supervise", recording)
+    before = lazy_core.metrics.counter("iree_isolated_strided_slices")
+    vmfb = compile_vmfb(mlir, make_config(CPU), "main", "torch")
+    assert lazy_core.metrics.counter("iree_isolated_strided_slices") == before + 1  # compiled again
+    generating = [c for c in commands if not any(a.startswith("--compile-to=") for a in c)]
+    assert len(commands) == 3 and len(generating) == 1, commands
+    commands.clear()
+    monkeypatch.setattr(compiler, "_compile_with_phases", _one_process)
+    assert compile_vmfb(mlir, make_config(CPU), "main", "torch") == vmfb  # the same bytes as one process
+
+
+def _strided_slice_of_a_cast_module() -> str:
+    """The torch-dialect MLIR of ``x.to(float32)[::2] + 1`` of an int8 ``x`` of 5 elements."""
+    use_backend("iree-cpu")
+    x = torch.tensor([0, 1, 0, 1, 0], dtype=torch.int8).to("lazy").to(torch.float32)
+    y = x[::2] + 1
+    lazy_core.mark_step()
+    assert torch.equal(y.cpu(), torch.tensor([1.0, 1.0, 1.0]))
+    return lazy_core.last_computation().mlir
+
+
+def _one_process(mlir: str, kind: str, backends: list[str], flags: list[str], wanted: tuple[str, ...]):
+    """``_compile_with_phases`` as it was: one iree-compile from the input to the vmfb."""
+    import os
+    import tempfile
+
+    from lazy_mlir.backends.iree.compiler import _read
+    from lazy_mlir.backends.iree.region_results import print_flags, read_printed
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "regions")
+        vmfb = bounded_compile.compile_str(mlir, input_type=kind, target_backends=backends,
+                                           extra_args=flags + [f"--dump-compilation-phases-to={tmp}", *print_flags(tree)])
+        phases = {"dispatch-regions": read_printed(tree)}
+        for name in os.listdir(tmp):
+            parts = name.split(".")
+            if len(parts) >= 3 and parts[-1] == "mlir" and parts[-2] in wanted:
+                phases[parts[-2]] = _read(os.path.join(tmp, name))
+    return (lambda: vmfb), phases

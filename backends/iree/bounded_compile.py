@@ -55,7 +55,7 @@ def memory_bound_mib() -> int:
     return max(4096, total // 2)
 
 
-def compile_str(mlir: str, *, input_type: str, target_backends: list[str], extra_args: list[str]) -> bytes:
+def compile_str(mlir: str | bytes, *, input_type: str, target_backends: list[str], extra_args: list[str]) -> bytes:
     """The vmfb ``iree-compile`` makes of ``mlir``; raises ``CompilerToolError`` as
     ``iree.compiler.compile_str`` does, or ``CompileRanAway`` past a bound."""
     from iree.compiler.tools.core import CompilerOptions, build_compile_command_line
@@ -64,13 +64,14 @@ def compile_str(mlir: str, *, input_type: str, target_backends: list[str], extra
     options = CompilerOptions(input_type=input_type, target_backends=target_backends, extra_args=extra_args)
     with TempFileSaver.implicit() as tfs:
         command = build_compile_command_line("-", tfs, options)
+    payload = mlir.encode("utf-8") if isinstance(mlir, str) else mlir
     try:
-        return supervise(command, mlir.encode("utf-8"))
+        return supervise(command, payload)
     except CompileStalled:
         # A child that stopped using CPU is stuck, not working: a fresh one compiles the
-        # same input in its usual time (seen once: a 6 s graph still running at 600 s).
+        # same input in its usual time.
         metrics.counter_add("iree_compile_stalled")
-        return supervise(command, mlir.encode("utf-8"))
+        return supervise(command, payload)
 
 
 def supervise(command: list[str], payload: bytes | None, stall_seconds: float | None = None) -> bytes:
