@@ -794,6 +794,38 @@ def test_embedding_bag_matches_eager(name: str) -> None:
     assert not _fallbacks(), _fallbacks()
 
 
+@pytest.mark.parametrize("name", [b for b in requested_backends() if b != "eager"])
+def test_embedding_bag_rows_past_the_last_offset_get_no_gradient(name: str) -> None:
+    """``include_last_offset`` with an extra offset short of the indices: in ``sum`` mode on the
+    CPU's fast path (float32, no padding) the forward adds rows up to that offset only, so the rows
+    after it have a zero gradient (and their per-sample weights too). Lazy gave them the last
+    bag's gradient; PyTorch's CPU backward reads a bag past the gradient for them (uninitialized
+    memory, up to 1e31, different each run), so the expected values come from autograd on the
+    same bags written out (the eager backend runs that CPU kernel and is left out)."""
+    use_backend(name)
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(10, 4, generator=gen)
+    indices = torch.tensor([1, 2, 0, 2, 9, 3, 0, 5])
+    offsets = torch.tensor([0, 3, 3, 6])  # bags [0:3], [3:3], [3:6]; positions 6 and 7 in none
+    psw = torch.rand(8, generator=gen) + 0.5
+    out_grad = torch.randn(3, 4, generator=gen)
+
+    w, p = weight.clone().requires_grad_(), psw.clone().requires_grad_()
+    rows = w[indices] * p[:, None]
+    want = torch.stack([rows[0:3].sum(0), rows[3:3].sum(0), rows[3:6].sum(0)])
+    want.backward(out_grad)
+
+    wl, pl = weight.clone().to("lazy").requires_grad_(), psw.clone().to("lazy").requires_grad_()
+    got = torch.nn.functional.embedding_bag(indices.to("lazy"), wl, offsets.to("lazy"), mode="sum",
+                                            per_sample_weights=pl, include_last_offset=True)
+    got.backward(out_grad.to("lazy"))
+    torch.testing.assert_close(got.detach().cpu(), want.detach())
+    torch.testing.assert_close(wl.grad.cpu(), w.grad)
+    torch.testing.assert_close(pl.grad.cpu(), p.grad)
+    assert pl.grad.cpu()[6:].eq(0).all()
+    assert not _fallbacks(), _fallbacks()
+
+
 @pytest.mark.parametrize("name", requested_backends())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_every_result_of_embedding_bag_matches_eager(name: str, dtype: torch.dtype) -> None:
