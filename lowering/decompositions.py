@@ -33,6 +33,7 @@ from . import (
     empty_scatters,
     gamma,
     gathers,
+    grid_sample,
     linalg,
     loops,
     orthogonal_polynomials,
@@ -597,8 +598,9 @@ DECOMPOSED_OPS = (
     # Affine quantization (PT2E's ``quantized_decomposed`` ops, QAT's fake quantization): no
     # torch-dialect op, so each ran eagerly and cut the graph; plain arithmetic
     # (lowering/quantized.py). ``grid_sampler_2d`` (``F.grid_sample``, spatial transformers):
-    # no torch-dialect op either; PyTorch's decomposition (gathers of the corner pixels), and
-    # for its backward the gradient of that decomposition (lowering/vjp.py).
+    # no torch-dialect op either; PyTorch's decomposition (gathers of the corner pixels) with the
+    # CPU kernel's answer at NaN/inf coordinates (lowering/grid_sample.py), and for its backward
+    # the gradient of that (lowering/vjp.py).
     # ``rrelu_with_noise_backward`` failed to compile; PyTorch's decomposition
     # (``grad * noise`` in training, leaky_relu's backward in eval).
     *quantized.QUANTIZED_DECOMPOSED,
@@ -2504,6 +2506,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.index_add.default] = _index_add
     table.update(quantized.QUANTIZED_DECOMPOSED)
     table[aten.fake_quantize_per_tensor_affine_cachemask.default] = quantized.fake_quantize_per_tensor_affine_cachemask
+    table[aten.grid_sampler_2d.default] = grid_sample.grid_sampler_2d
     table[aten.grid_sampler_2d_backward.default] = vjp.grid_sampler_2d_backward
     table.update(vjp.INTERPOLATION_BACKWARDS)
     table[aten.as_strided_scatter.default] = gathers.as_strided_scatter

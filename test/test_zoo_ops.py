@@ -516,6 +516,30 @@ def test_forms_that_failed_to_compile_match_eager(name: str, case: str, monkeypa
         assert not _fallbacks(), _fallbacks()
 
 
+@pytest.mark.parametrize("name", requested_backends())
+def test_grid_sample_at_nan_and_inf_coordinates_matches_eager(name: str) -> None:
+    """A diverged spatial transformer's grid: PyTorch's decomposition of ``grid_sampler_2d`` gave 0
+    where the CPU kernel gives NaN (bilinear, zeros padding: NaN weights times the out-of-bounds
+    zeros) or pixel 0 (border, reflection: its clip sends NaN to 0), so a NaN loss read as a
+    healthy one on lazy (lowering/grid_sample.py). Bilinear and nearest, every padding mode and
+    align_corners, NaN and infinities in x and in y; one strict graph."""
+    use_backend(name)
+    nan, inf = float("nan"), float("inf")
+    x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).view(2, 3, 4, 5) / 7 - 3
+    grid = torch.tensor([[[nan, 0.2], [0.3, nan], [inf, 0.1], [-inf, -0.4]],
+                         [[0.5, inf], [-0.2, -inf], [nan, nan], [0.9, -0.7]]]).expand(2, 2, 4, 2)
+    paddings = ["zeros", "border"] + ([] if name == "iree-vulkan" else ["reflection"])  # _REFUSED
+    cases = [(mode, pad, ac) for mode in ("bilinear", "nearest") for pad in paddings for ac in (False, True)]
+
+    def run(device: str) -> list[torch.Tensor]:
+        return [torch.nn.functional.grid_sample(x.to(device), grid.to(device), mode=mode, padding_mode=pad,
+                                                align_corners=ac) for mode, pad, ac in cases]
+
+    for case, got, want in zip(cases, run("lazy"), run("cpu"), strict=True):
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True, msg=lambda m, c=case: f"{c}: {m}")
+    assert not _fallbacks(), _fallbacks()
+
+
 def _affine_quantization_forms() -> dict[str, object]:
     import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed, as PT2E does)
 
