@@ -71,6 +71,9 @@ from .pooling import (
     adaptive_avg_pool2d,
     adaptive_avg_pool2d_backward,
     adaptive_max_pool2d,
+    adaptive_max_pool2d_backward,
+    adaptive_max_pool3d,
+    adaptive_max_pool3d_backward,
     max_pool2d_with_indices,
     max_pool3d_with_indices,
     max_pool3d_with_indices_backward,
@@ -476,6 +479,12 @@ DECOMPOSED_OPS = (
     # random shapes and its backward for every one (a scatter-add now).
     aten.max_pool3d_with_indices.default,
     aten.max_pool3d_with_indices_backward.default,
+    # Adaptive max pooling's backwards: no torch-dialect op (every step through
+    # nn.AdaptiveMaxPool1d/2d/3d ran them eagerly); the same scatter-add. The 3-d forward:
+    # torch-mlir's skipped a NaN (eager's scan, as in 2 dims).
+    aten.adaptive_max_pool3d.default,
+    aten.adaptive_max_pool2d_backward.default,
+    aten.adaptive_max_pool3d_backward.default,
     # Activations whose torch-mlir lowering is not eager's kernel (an adversarial sweep of
     # special values through activations and their backwards): softshrink gave x - lambd
     # below -lambd (softshrink(-3) was -3.5, eager -2.5); hardshrink turned NaN into 0;
@@ -741,7 +750,9 @@ DECOMPOSED_OPS = (
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
 MAX_POOL_DECOMPOSED = frozenset({aten.max_pool2d_with_indices.default, aten.adaptive_max_pool2d.default,
-                                 aten.max_pool3d_with_indices.default, aten.max_pool3d_with_indices_backward.default})
+                                 aten.max_pool3d_with_indices.default, aten.max_pool3d_with_indices_backward.default,
+                                 aten.adaptive_max_pool3d.default, aten.adaptive_max_pool2d_backward.default,
+                                 aten.adaptive_max_pool3d_backward.default})
 
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
                   aten.bitwise_right_shift.Tensor_Scalar)
@@ -2472,6 +2483,9 @@ def _table() -> dict[Any, Callable]:
     table[aten.adaptive_max_pool2d.default] = adaptive_max_pool2d
     table[aten.max_pool3d_with_indices.default] = max_pool3d_with_indices
     table[aten.max_pool3d_with_indices_backward.default] = max_pool3d_with_indices_backward
+    table[aten.adaptive_max_pool3d.default] = adaptive_max_pool3d
+    table[aten.adaptive_max_pool2d_backward.default] = adaptive_max_pool2d_backward
+    table[aten.adaptive_max_pool3d_backward.default] = adaptive_max_pool3d_backward
     # In float32 for a float16 input, as eager (``x - 0.3`` with 0.3 rounded to float16 was an ulp off).
     table[aten.softshrink.default] = in_opmath(_softshrink)
     table[aten.hardshrink.default] = _hardshrink
@@ -2637,6 +2651,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.max_pool2d_with_indices.default: _not_bool_input,
     aten.max_pool3d_with_indices.default: _not_bool_input,
     aten.adaptive_max_pool2d.default: _floating_input,
+    aten.adaptive_max_pool3d.default: _floating_input,
     **dict.fromkeys((aten.softshrink.default, aten.hardshrink.default), _floating_input),
     **dict.fromkeys((aten.hardtanh_backward.default, aten.softplus_backward.default), _floating_second_input),
     **dict.fromkeys((aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar), _integer_zero_alpha),
