@@ -478,10 +478,9 @@ def _fixed(shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
 
 
 #: (case, backend) whose graph the backend refuses on purpose, with the reason: they run eagerly.
-_REFUSED = {
-    # backends/iree/miscompiles.py: Vulkan's float remainder is x - y * trunc(x / y).
-    ("grid_sample_reflection", "iree-vulkan"): "a floating remainder",
-}
+#: (grid_sample_reflection on iree-vulkan was refused for its float remainder until
+#: lowering/grid_sample.py reflected with the CPU kernel's ``trunc``.)
+_REFUSED: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("name", requested_backends())
@@ -528,8 +527,8 @@ def test_grid_sample_at_nan_and_inf_coordinates_matches_eager(name: str) -> None
     x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).view(2, 3, 4, 5) / 7 - 3
     grid = torch.tensor([[[nan, 0.2], [0.3, nan], [inf, 0.1], [-inf, -0.4]],
                          [[0.5, inf], [-0.2, -inf], [nan, nan], [0.9, -0.7]]]).expand(2, 2, 4, 2)
-    paddings = ["zeros", "border"] + ([] if name == "iree-vulkan" else ["reflection"])  # _REFUSED
-    cases = [(mode, pad, ac) for mode in ("bilinear", "nearest") for pad in paddings for ac in (False, True)]
+    cases = [(mode, pad, ac) for mode in ("bilinear", "nearest") for pad in ("zeros", "border", "reflection")
+             for ac in (False, True)]
 
     def run(device: str) -> list[torch.Tensor]:
         return [torch.nn.functional.grid_sample(x.to(device), grid.to(device), mode=mode, padding_mode=pad,
@@ -537,6 +536,36 @@ def test_grid_sample_at_nan_and_inf_coordinates_matches_eager(name: str) -> None
 
     for case, got, want in zip(cases, run("lazy"), run("cpu"), strict=True):
         torch.testing.assert_close(got.cpu(), want, equal_nan=True, msg=lambda m, c=case: f"{c}: {m}")
+    assert not _fallbacks(), _fallbacks()
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_grid_sample_gradient_at_grid_points_on_pixels_matches_eager(name: str) -> None:
+    """A spatial transformer near the identity, ``align_corners=True``: PyTorch's decomposition of
+    ``grid_sampler_2d`` computes the pixel coordinate as ``g * m + o`` where the CPU kernel computes
+    ``(g + 1) * m``; they round apart, and a coordinate next to a pixel fell in another cell,
+    where the value is continuous but the grid's gradient is not: theta's gradient was 0.34 off
+    on the reference backend (lowering/grid_sample.py computes the kernel's arithmetic). Every
+    padding, both interpolations with a gradient, both align_corners; one strict graph."""
+    use_backend(name)
+    theta = torch.tensor([1.0, 0.1, 0.0, -0.1, 1.0, 0.0]).repeat(2, 1).view(2, 2, 3)
+    x = torch.randn(2, 3, 5, 6, generator=torch.Generator().manual_seed(10))
+    cases = [(mode, pad, ac) for mode in ("bilinear", "nearest") for pad in ("zeros", "border", "reflection")
+             for ac in (True, False)]
+
+    def run(device: str) -> list[torch.Tensor]:
+        results = []
+        for mode, pad, ac in cases:
+            grid = torch.nn.functional.affine_grid(theta, [2, 3, 5, 6], align_corners=ac).to(device).requires_grad_()
+            leaf = x.clone().to(device).requires_grad_()
+            out = torch.nn.functional.grid_sample(leaf, grid, mode=mode, padding_mode=pad, align_corners=ac)
+            out.pow(2).mean().backward()
+            results.append([out.detach().cpu(), grid.grad.cpu(), leaf.grad.cpu()])
+        return results
+
+    for case, got, want in zip(cases, run("lazy"), run("cpu"), strict=True):
+        for what, g, w in zip(("value", "grid gradient", "input gradient"), got, want, strict=True):
+            torch.testing.assert_close(g, w, msg=lambda m, c=case, what=what: f"{c} {what}: {m}")
     assert not _fallbacks(), _fallbacks()
 
 
