@@ -616,6 +616,9 @@ DECOMPOSED_OPS = (
     aten.fake_quantize_per_tensor_affine_cachemask.default,
     aten.grid_sampler_2d.default,
     aten.grid_sampler_2d_backward.default,
+    # ``F.affine_grid`` (the grid of a spatial transformer): no torch-dialect op, so every step
+    # ran it eagerly and cut the graph in two; PyTorch's decomposition (a matmul with the base grid).
+    aten.affine_grid_generator.default,
     # ``max_unpool2d`` lost the values whose index lies past the windows' tiling (wrong values on
     # every compiled backend; found by the OpInfo sweep); ``max_unpool3d`` did not compile. A
     # scatter into zeros (lowering/gathers.py).

@@ -440,6 +440,11 @@ _ONCE_UNCOMPILED = {
         x, _fixed((2, 5, 4, 2), x.device) * 0.8, padding_mode="border", align_corners=False), (2, 3, 7, 9)),
     "grid_sample_reflection": (lambda x: torch.nn.functional.grid_sample(
         x, _fixed((2, 5, 4, 2), x.device) * 0.8, padding_mode="reflection", align_corners=True), (2, 3, 7, 9)),
+    # An adversarial round (spatial transformers' training loops): F.affine_grid ran eagerly at every step.
+    "affine_grid": (lambda x: torch.nn.functional.affine_grid(x[:, 0, :2, :3], [2, 3, 5, 6], align_corners=False),
+                    (2, 3, 7, 9)),
+    "affine_grid_3d_align_corners": (lambda x: torch.nn.functional.affine_grid(
+        x[:, 0, :3, :4], [2, 1, 3, 4, 5], align_corners=True), (2, 3, 7, 9)),
     "rrelu_eval": (lambda x: torch.nn.functional.rrelu(x, 0.1, 0.4, training=False), (2, 3, 7, 9)),
     "fake_quantize": (lambda x: torch.fake_quantize_per_tensor_affine(x, 0.1, 3, -20, 20), (2, 3, 7, 9)),
     # The OpInfo sweep (tools/opinfo_sweep.py): max_unpool2d dropped the values whose index lies in
