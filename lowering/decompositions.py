@@ -33,6 +33,7 @@ from . import (
     empty_scatters,
     gamma,
     gathers,
+    grid_sample,
     linalg,
     loops,
     orthogonal_polynomials,
@@ -70,6 +71,9 @@ from .pooling import (
     adaptive_avg_pool2d,
     adaptive_avg_pool2d_backward,
     adaptive_max_pool2d,
+    adaptive_max_pool2d_backward,
+    adaptive_max_pool3d,
+    adaptive_max_pool3d_backward,
     max_pool2d_with_indices,
     max_pool3d_with_indices,
     max_pool3d_with_indices_backward,
@@ -475,6 +479,12 @@ DECOMPOSED_OPS = (
     # random shapes and its backward for every one (a scatter-add now).
     aten.max_pool3d_with_indices.default,
     aten.max_pool3d_with_indices_backward.default,
+    # Adaptive max pooling's backwards: no torch-dialect op (every step through
+    # nn.AdaptiveMaxPool1d/2d/3d ran them eagerly); the same scatter-add. The 3-d forward:
+    # torch-mlir's skipped a NaN (eager's scan, as in 2 dims).
+    aten.adaptive_max_pool3d.default,
+    aten.adaptive_max_pool2d_backward.default,
+    aten.adaptive_max_pool3d_backward.default,
     # Activations whose torch-mlir lowering is not eager's kernel (an adversarial sweep of
     # special values through activations and their backwards): softshrink gave x - lambd
     # below -lambd (softshrink(-3) was -3.5, eager -2.5); hardshrink turned NaN into 0;
@@ -597,14 +607,18 @@ DECOMPOSED_OPS = (
     # Affine quantization (PT2E's ``quantized_decomposed`` ops, QAT's fake quantization): no
     # torch-dialect op, so each ran eagerly and cut the graph; plain arithmetic
     # (lowering/quantized.py). ``grid_sampler_2d`` (``F.grid_sample``, spatial transformers):
-    # no torch-dialect op either; PyTorch's decomposition (gathers of the corner pixels), and
-    # for its backward the gradient of that decomposition (lowering/vjp.py).
+    # no torch-dialect op either; PyTorch's decomposition (gathers of the corner pixels) with the
+    # CPU kernel's answer at NaN/inf coordinates (lowering/grid_sample.py), and for its backward
+    # the gradient of that (lowering/vjp.py).
     # ``rrelu_with_noise_backward`` failed to compile; PyTorch's decomposition
     # (``grad * noise`` in training, leaky_relu's backward in eval).
     *quantized.QUANTIZED_DECOMPOSED,
     aten.fake_quantize_per_tensor_affine_cachemask.default,
     aten.grid_sampler_2d.default,
     aten.grid_sampler_2d_backward.default,
+    # ``F.affine_grid`` (the grid of a spatial transformer): no torch-dialect op, so every step
+    # ran it eagerly and cut the graph in two; PyTorch's decomposition (a matmul with the base grid).
+    aten.affine_grid_generator.default,
     # ``max_unpool2d`` lost the values whose index lies past the windows' tiling (wrong values on
     # every compiled backend; found by the OpInfo sweep); ``max_unpool3d`` did not compile. A
     # scatter into zeros (lowering/gathers.py).
@@ -739,7 +753,9 @@ DECOMPOSED_OPS = (
 
 #: Decompositions a backend may decline (``LoweringContext(exact_max_pool=False)``).
 MAX_POOL_DECOMPOSED = frozenset({aten.max_pool2d_with_indices.default, aten.adaptive_max_pool2d.default,
-                                 aten.max_pool3d_with_indices.default, aten.max_pool3d_with_indices_backward.default})
+                                 aten.max_pool3d_with_indices.default, aten.max_pool3d_with_indices_backward.default,
+                                 aten.adaptive_max_pool3d.default, aten.adaptive_max_pool2d_backward.default,
+                                 aten.adaptive_max_pool3d_backward.default})
 
 _SCALAR_SHIFTS = (aten.__lshift__.Scalar, aten.__rshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar,
                   aten.bitwise_right_shift.Tensor_Scalar)
@@ -2470,6 +2486,9 @@ def _table() -> dict[Any, Callable]:
     table[aten.adaptive_max_pool2d.default] = adaptive_max_pool2d
     table[aten.max_pool3d_with_indices.default] = max_pool3d_with_indices
     table[aten.max_pool3d_with_indices_backward.default] = max_pool3d_with_indices_backward
+    table[aten.adaptive_max_pool3d.default] = adaptive_max_pool3d
+    table[aten.adaptive_max_pool2d_backward.default] = adaptive_max_pool2d_backward
+    table[aten.adaptive_max_pool3d_backward.default] = adaptive_max_pool3d_backward
     # In float32 for a float16 input, as eager (``x - 0.3`` with 0.3 rounded to float16 was an ulp off).
     table[aten.softshrink.default] = in_opmath(_softshrink)
     table[aten.hardshrink.default] = _hardshrink
@@ -2504,6 +2523,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.index_add.default] = _index_add
     table.update(quantized.QUANTIZED_DECOMPOSED)
     table[aten.fake_quantize_per_tensor_affine_cachemask.default] = quantized.fake_quantize_per_tensor_affine_cachemask
+    table[aten.grid_sampler_2d.default] = grid_sample.grid_sampler_2d
     table[aten.grid_sampler_2d_backward.default] = vjp.grid_sampler_2d_backward
     table.update(vjp.INTERPOLATION_BACKWARDS)
     table[aten.as_strided_scatter.default] = gathers.as_strided_scatter
@@ -2634,6 +2654,7 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.max_pool2d_with_indices.default: _not_bool_input,
     aten.max_pool3d_with_indices.default: _not_bool_input,
     aten.adaptive_max_pool2d.default: _floating_input,
+    aten.adaptive_max_pool3d.default: _floating_input,
     **dict.fromkeys((aten.softshrink.default, aten.hardshrink.default), _floating_input),
     **dict.fromkeys((aten.hardtanh_backward.default, aten.softplus_backward.default), _floating_second_input),
     **dict.fromkeys((aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar), _integer_zero_alpha),

@@ -118,6 +118,19 @@ def _bag_max(rows: torch.Tensor, indices: torch.Tensor, bag: torch.Tensor, bags:
     return torch.where(empty, 0.0, best).to(rows.dtype), max_indices
 
 
+def _sum_end(offsets: torch.Tensor, bags: int, mode: int, dtype: torch.dtype,
+             padding_idx: int) -> torch.Tensor | None:
+    """Where the forward's last ``sum`` bag ended: the extra offset of ``include_last_offset``
+    (``offsets`` one longer than the bags) on the CPU kernel's fast path, as ``embedding_bag``
+    adds rows; None elsewhere (the slow path ends the last bag at the last index). Rows past it
+    took no part in the bags, so their gradient is 0. The CPU backward reads a bag past the
+    gradient's last row for them (uninitialized memory: values up to 1e31 that change from run
+    to run); lazy gave them the last bag's gradient."""
+    if mode != _SUM or offsets.shape[0] <= bags or dtype not in FAST_PATH_DTYPES or padding_idx >= 0:
+        return None
+    return offsets[bags]
+
+
 def embedding_bag_backward(grad: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
                            offset2bag: torch.Tensor, bag_size: torch.Tensor, maximum_indices: torch.Tensor,
                            num_weights: int, scale_grad_by_freq: bool, mode: int, sparse: bool,
@@ -125,7 +138,8 @@ def embedding_bag_backward(grad: torch.Tensor, indices: torch.Tensor, offsets: t
     """``aten._embedding_bag_backward``, dense and not scaled by frequency (decompositions.py keeps
     those forms whole): the weight's gradient ``[num_weights, D]``."""
     bags, dim = grad.shape
-    offset2bag, kept = _bags(indices, offsets, bags, padding_idx)
+    offset2bag, kept = _bags(indices, offsets, bags, padding_idx,
+                             end=_sum_end(offsets, bags, mode, grad.dtype, padding_idx))
     bag = _counted(offset2bag, kept, bags)
     weight_grad = torch.zeros(num_weights, dim, dtype=grad.dtype, device=grad.device)
     if mode == _MAX:
@@ -147,7 +161,8 @@ def per_sample_weights_backward(grad: torch.Tensor, weight: torch.Tensor, indice
     """``aten._embedding_bag_per_sample_weights_backward``: each index's row dotted with its
     bag's gradient (``sum`` mode only, as PyTorch allows weights there only)."""
     bags = grad.shape[0]
-    offset2bag, kept = _bags(indices, offsets, bags, padding_idx)
+    offset2bag, kept = _bags(indices, offsets, bags, padding_idx,
+                             end=_sum_end(offsets, bags, mode, grad.dtype, padding_idx))
     bag = _counted(offset2bag, kept, bags)
     padded = torch.cat([grad, grad.new_zeros(1, grad.shape[1])])
     dots = (padded.index_select(0, bag) * weight.index_select(0, indices).to(grad.dtype)).sum(1)

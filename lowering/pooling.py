@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 __all__ = ["adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "adaptive_max_pool2d", "max_pool2d_with_indices",
-           "max_pool3d_with_indices", "max_pool3d_with_indices_backward"]
+           "max_pool3d_with_indices", "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
+           "adaptive_max_pool3d", "adaptive_max_pool3d_backward"]
 
 
 def per_dim(v: Any, n: int) -> list[int]:
@@ -141,17 +142,34 @@ def max_pool3d_with_indices(x: torch.Tensor, kernel_size: Any, stride: Any = (),
     return _max_pool(x, 3, kernel_size, stride, padding, dilation, ceil_mode)
 
 
-def max_pool3d_with_indices_backward(grad: torch.Tensor, x: torch.Tensor, *_window: Any) -> torch.Tensor:
-    """Each output's gradient added at its window's maximum, the flat position ``indices`` (the
-    last argument) holds in its plane, as eager's kernel does. torch-mlir's lowering never
-    compiled on IREE (39 of 39 random shapes)."""
-    indices = _window[-1]
-    batch = list(x.shape[:-3])
-    plane = x.shape[-3] * x.shape[-2] * x.shape[-1]
+def _scatter_to_maxima(grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor, dims: int) -> torch.Tensor:
+    """Each output's gradient added at its window's maximum, the flat position ``indices`` holds
+    in its plane of the last ``dims`` dims, as eager's kernels do."""
+    batch = list(x.shape[:-dims])
+    plane = 1
+    for size in x.shape[-dims:]:
+        plane *= size
     out = torch.zeros(*batch, plane, dtype=grad.dtype, device=grad.device)
     # A non-negative dim: torch-mlir 20261001's scatter lowering crashes the process on dim -1.
     out = out.scatter_add(len(batch), indices.reshape(*batch, -1), grad.reshape(*batch, -1))
     return out.reshape(x.shape)
+
+
+def max_pool3d_with_indices_backward(grad: torch.Tensor, x: torch.Tensor, *_window: Any) -> torch.Tensor:
+    """The gradient at each window's maximum (``indices``, the last argument). torch-mlir's
+    lowering never compiled on IREE (39 of 39 random shapes)."""
+    return _scatter_to_maxima(grad, x, _window[-1], 3)
+
+
+def adaptive_max_pool2d_backward(grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """``adaptive_max_pool2d_backward`` (also ``adaptive_max_pool1d``'s): no torch-dialect op, so
+    every training step through ``nn.AdaptiveMaxPool1d/2d`` ran it eagerly and was cut in two."""
+    return _scatter_to_maxima(grad, x, indices, 2)
+
+
+def adaptive_max_pool3d_backward(grad: torch.Tensor, x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """``adaptive_max_pool3d_backward``: ran eagerly, as the 2-d one."""
+    return _scatter_to_maxima(grad, x, indices, 3)
 
 
 def _strided(start: int, step: int, count: int, size: int) -> tuple[int, int] | None:
@@ -172,11 +190,21 @@ def _adaptive_windows(size: int, out: int, device: Any) -> tuple[torch.Tensor, l
     return start, [_positions(start, k, 1, end, size) for k in range(longest)]
 
 
+def _adaptive_max_pool(x: torch.Tensor, output_size: Any, dims: int) -> tuple[torch.Tensor, torch.Tensor]:
+    out = per_dim(output_size, dims)
+    out = [x.shape[i - dims] if o is None else o for i, o in enumerate(out)]
+    windows = [_adaptive_windows(x.shape[i - dims], out[i], x.device) for i in range(dims)]
+    return _scan(x, tuple(w[0] for w in windows), [w[1] for w in windows], tuple(out))
+
+
 def adaptive_max_pool2d(x: torch.Tensor, output_size: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    oh, ow = per_dim(output_size, 2)
-    row0, rows = _adaptive_windows(x.shape[-2], oh, x.device)
-    col0, cols = _adaptive_windows(x.shape[-1], ow, x.device)
-    return _scan(x, (row0, col0), [rows, cols], (oh, ow))
+    return _adaptive_max_pool(x, output_size, 2)
+
+
+def adaptive_max_pool3d(x: torch.Tensor, output_size: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch-mlir's ``adaptive_max_pool3d`` skips a NaN (its maximum compares ordered): a window
+    holding one gave the largest other value and its index, where eager gives NaN."""
+    return _adaptive_max_pool(x, output_size, 3)
 
 
 def _adaptive_average(size: int, out: int, device: Any) -> torch.Tensor:

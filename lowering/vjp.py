@@ -89,8 +89,8 @@ def _explicit_leading_indices(traced: torch.fx.GraphModule) -> None:
 def grid_sampler_2d_backward(grad: torch.Tensor, x: torch.Tensor, grid: torch.Tensor, interpolation_mode: int,
                              padding_mode: int, align_corners: bool,
                              output_mask: list[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """``F.grid_sample``'s backward: the vjp of PyTorch's ``grid_sampler_2d`` decomposition."""
-    from torch._decomp.decompositions import grid_sampler_2d
+    """``F.grid_sample``'s backward: the vjp of its decomposition (lowering/grid_sample.py)."""
+    from .grid_sample import grid_sampler_2d
 
     def forward(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
         return grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners)

@@ -37,6 +37,8 @@ CASES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "max_pool2d_padded": lambda x: F.max_pool2d(x.view(1, 3, 4), 3, 2, padding=1, ceil_mode=True),
     "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x.view(1, 1, 3, 4), (2, 3)),
     "adaptive_max_pool2d_one": lambda x: F.adaptive_max_pool2d(x.view(1, 1, 3, 4), 1),
+    "adaptive_max_pool1d": lambda x: F.adaptive_max_pool1d(x.view(1, 3, 4), 3),
+    "adaptive_max_pool3d": lambda x: F.adaptive_max_pool3d(x.view(1, 1, 2, 2, 3), (1, 2, 2)),
 }
 
 
@@ -79,6 +81,37 @@ def test_max_pool_indices_of_windows_holding_nan(name: str) -> None:
         (v, i), (lv, li) = fn(x), fn(x.to("lazy"))
         assert torch.equal(li.cpu(), i), (li.cpu(), i)
         _same(lv.cpu(), v)
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_adaptive_max_pooling_compiles_its_backward_and_keeps_nan_in_3d(name: str) -> None:
+    """``adaptive_max_pool2d_backward`` and ``adaptive_max_pool3d_backward`` had no lowering: every
+    training step through ``nn.AdaptiveMaxPool1d/2d/3d`` ran the backward eagerly (a cut graph).
+    ``adaptive_max_pool3d``'s torch-mlir lowering skipped a NaN: the window gave its largest
+    other value and that index (eager: NaN and the NaN's index). Values, indices and gradients
+    in one graph, none run eagerly (lowering/pooling.py)."""
+    from lazy_core import metrics
+
+    use_backend(name)
+    x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).remainder(7).view(2, 3, 4, 5)
+    x[0, 1, 1, 1], x[1, 2, 3, 4] = NAN, NAN
+    programs = [lambda t: F.adaptive_max_pool1d(t[0], 3, return_indices=True),
+                lambda t: F.adaptive_max_pool2d(t, (3, 2), return_indices=True),
+                lambda t: F.adaptive_max_pool3d(t.unsqueeze(0), (2, 3, 2), return_indices=True)]
+
+    def run(device: str) -> list[torch.Tensor]:
+        leaf = x.clone().to(device).requires_grad_()
+        outs = [fn(leaf) for fn in programs]
+        sum((v.nan_to_num(0.5) * torch.linspace(-1, 1, v.numel()).view(v.shape).to(device)).sum()
+            for v, _ in outs).backward()
+        return [t.detach().cpu() for pair in outs for t in pair] + [leaf.grad.cpu()]
+
+    for got, want in zip(run("lazy"), run("cpu"), strict=True):
+        if got.is_floating_point():
+            _same(got, want)
+        else:
+            assert torch.equal(got, want), (got, want)
+    assert not {k: v for k, v in metrics.counters().items() if k.startswith("fallback::")}, metrics.counters()
 
 
 @pytest.mark.parametrize("name", requested_backends())

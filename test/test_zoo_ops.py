@@ -440,6 +440,11 @@ _ONCE_UNCOMPILED = {
         x, _fixed((2, 5, 4, 2), x.device) * 0.8, padding_mode="border", align_corners=False), (2, 3, 7, 9)),
     "grid_sample_reflection": (lambda x: torch.nn.functional.grid_sample(
         x, _fixed((2, 5, 4, 2), x.device) * 0.8, padding_mode="reflection", align_corners=True), (2, 3, 7, 9)),
+    # An adversarial round (spatial transformers' training loops): F.affine_grid ran eagerly at every step.
+    "affine_grid": (lambda x: torch.nn.functional.affine_grid(x[:, 0, :2, :3], [2, 3, 5, 6], align_corners=False),
+                    (2, 3, 7, 9)),
+    "affine_grid_3d_align_corners": (lambda x: torch.nn.functional.affine_grid(
+        x[:, 0, :3, :4], [2, 1, 3, 4, 5], align_corners=True), (2, 3, 7, 9)),
     "rrelu_eval": (lambda x: torch.nn.functional.rrelu(x, 0.1, 0.4, training=False), (2, 3, 7, 9)),
     "fake_quantize": (lambda x: torch.fake_quantize_per_tensor_affine(x, 0.1, 3, -20, 20), (2, 3, 7, 9)),
     # The OpInfo sweep (tools/opinfo_sweep.py): max_unpool2d dropped the values whose index lies in
@@ -478,10 +483,9 @@ def _fixed(shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
 
 
 #: (case, backend) whose graph the backend refuses on purpose, with the reason: they run eagerly.
-_REFUSED = {
-    # backends/iree/miscompiles.py: Vulkan's float remainder is x - y * trunc(x / y).
-    ("grid_sample_reflection", "iree-vulkan"): "a floating remainder",
-}
+#: (grid_sample_reflection on iree-vulkan was refused for its float remainder until
+#: lowering/grid_sample.py reflected with the CPU kernel's ``trunc``.)
+_REFUSED: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("name", requested_backends())
@@ -514,6 +518,60 @@ def test_forms_that_failed_to_compile_match_eager(name: str, case: str, monkeypa
         assert any(refused in str(w.message) for w in caught), [str(w.message) for w in caught]
     else:
         assert not _fallbacks(), _fallbacks()
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_grid_sample_at_nan_and_inf_coordinates_matches_eager(name: str) -> None:
+    """A diverged spatial transformer's grid: PyTorch's decomposition of ``grid_sampler_2d`` gave 0
+    where the CPU kernel gives NaN (bilinear, zeros padding: NaN weights times the out-of-bounds
+    zeros) or pixel 0 (border, reflection: its clip sends NaN to 0), so a NaN loss read as a
+    healthy one on lazy (lowering/grid_sample.py). Bilinear and nearest, every padding mode and
+    align_corners, NaN and infinities in x and in y; one strict graph."""
+    use_backend(name)
+    nan, inf = float("nan"), float("inf")
+    x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).view(2, 3, 4, 5) / 7 - 3
+    grid = torch.tensor([[[nan, 0.2], [0.3, nan], [inf, 0.1], [-inf, -0.4]],
+                         [[0.5, inf], [-0.2, -inf], [nan, nan], [0.9, -0.7]]]).expand(2, 2, 4, 2)
+    cases = [(mode, pad, ac) for mode in ("bilinear", "nearest") for pad in ("zeros", "border", "reflection")
+             for ac in (False, True)]
+
+    def run(device: str) -> list[torch.Tensor]:
+        return [torch.nn.functional.grid_sample(x.to(device), grid.to(device), mode=mode, padding_mode=pad,
+                                                align_corners=ac) for mode, pad, ac in cases]
+
+    for case, got, want in zip(cases, run("lazy"), run("cpu"), strict=True):
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True, msg=lambda m, c=case: f"{c}: {m}")
+    assert not _fallbacks(), _fallbacks()
+
+
+@pytest.mark.parametrize("name", requested_backends())
+def test_grid_sample_gradient_at_grid_points_on_pixels_matches_eager(name: str) -> None:
+    """A spatial transformer near the identity, ``align_corners=True``: PyTorch's decomposition of
+    ``grid_sampler_2d`` computes the pixel coordinate as ``g * m + o`` where the CPU kernel computes
+    ``(g + 1) * m``; they round apart, and a coordinate next to a pixel fell in another cell,
+    where the value is continuous but the grid's gradient is not: theta's gradient was 0.34 off
+    on the reference backend (lowering/grid_sample.py computes the kernel's arithmetic). Every
+    padding, both interpolations with a gradient, both align_corners; one strict graph."""
+    use_backend(name)
+    theta = torch.tensor([1.0, 0.1, 0.0, -0.1, 1.0, 0.0]).repeat(2, 1).view(2, 2, 3)
+    x = torch.randn(2, 3, 5, 6, generator=torch.Generator().manual_seed(10))
+    cases = [(mode, pad, ac) for mode in ("bilinear", "nearest") for pad in ("zeros", "border", "reflection")
+             for ac in (True, False)]
+
+    def run(device: str) -> list[torch.Tensor]:
+        results = []
+        for mode, pad, ac in cases:
+            grid = torch.nn.functional.affine_grid(theta, [2, 3, 5, 6], align_corners=ac).to(device).requires_grad_()
+            leaf = x.clone().to(device).requires_grad_()
+            out = torch.nn.functional.grid_sample(leaf, grid, mode=mode, padding_mode=pad, align_corners=ac)
+            out.pow(2).mean().backward()
+            results.append([out.detach().cpu(), grid.grad.cpu(), leaf.grad.cpu()])
+        return results
+
+    for case, got, want in zip(cases, run("lazy"), run("cpu"), strict=True):
+        for what, g, w in zip(("value", "grid gradient", "input gradient"), got, want, strict=True):
+            torch.testing.assert_close(g, w, msg=lambda m, c=case, what=what: f"{c} {what}: {m}")
+    assert not _fallbacks(), _fallbacks()
 
 
 def _affine_quantization_forms() -> dict[str, object]:
@@ -791,6 +849,38 @@ def test_embedding_bag_matches_eager(name: str) -> None:
         torch.testing.assert_close(g, e, equal_nan=True, msg=lambda m, k=kwargs: f"{k}: {m}")
     torch.testing.assert_close(got_w, want_w, equal_nan=True)
     torch.testing.assert_close(got_p, want_p, equal_nan=True)
+    assert not _fallbacks(), _fallbacks()
+
+
+@pytest.mark.parametrize("name", [b for b in requested_backends() if b != "eager"])
+def test_embedding_bag_rows_past_the_last_offset_get_no_gradient(name: str) -> None:
+    """``include_last_offset`` with an extra offset short of the indices: in ``sum`` mode on the
+    CPU's fast path (float32, no padding) the forward adds rows up to that offset only, so the rows
+    after it have a zero gradient (and their per-sample weights too). Lazy gave them the last
+    bag's gradient; PyTorch's CPU backward reads a bag past the gradient for them (uninitialized
+    memory, up to 1e31, different each run), so the expected values come from autograd on the
+    same bags written out (the eager backend runs that CPU kernel and is left out)."""
+    use_backend(name)
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(10, 4, generator=gen)
+    indices = torch.tensor([1, 2, 0, 2, 9, 3, 0, 5])
+    offsets = torch.tensor([0, 3, 3, 6])  # bags [0:3], [3:3], [3:6]; positions 6 and 7 in none
+    psw = torch.rand(8, generator=gen) + 0.5
+    out_grad = torch.randn(3, 4, generator=gen)
+
+    w, p = weight.clone().requires_grad_(), psw.clone().requires_grad_()
+    rows = w[indices] * p[:, None]
+    want = torch.stack([rows[0:3].sum(0), rows[3:3].sum(0), rows[3:6].sum(0)])
+    want.backward(out_grad)
+
+    wl, pl = weight.clone().to("lazy").requires_grad_(), psw.clone().to("lazy").requires_grad_()
+    got = torch.nn.functional.embedding_bag(indices.to("lazy"), wl, offsets.to("lazy"), mode="sum",
+                                            per_sample_weights=pl, include_last_offset=True)
+    got.backward(out_grad.to("lazy"))
+    torch.testing.assert_close(got.detach().cpu(), want.detach())
+    torch.testing.assert_close(wl.grad.cpu(), w.grad)
+    torch.testing.assert_close(pl.grad.cpu(), p.grad)
+    assert pl.grad.cpu()[6:].eq(0).all()
     assert not _fallbacks(), _fallbacks()
 
 
