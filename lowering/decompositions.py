@@ -607,9 +607,9 @@ DECOMPOSED_OPS = (
     # Affine quantization (PT2E's ``quantized_decomposed`` ops, QAT's fake quantization): no
     # torch-dialect op, so each ran eagerly and cut the graph; plain arithmetic
     # (lowering/quantized.py). ``grid_sampler_2d`` (``F.grid_sample``, spatial transformers):
-    # no torch-dialect op either; PyTorch's decomposition (gathers of the corner pixels) with the
-    # CPU kernel's answer at NaN/inf coordinates (lowering/grid_sample.py), and for its backward
-    # the gradient of that (lowering/vjp.py).
+    # no torch-dialect op either; bilinear and nearest with the CPU kernel's arithmetic (gathers
+    # of the corner pixels; its answer at NaN/inf coordinates), bicubic PyTorch's decomposition
+    # (lowering/grid_sample.py), and for its backward the gradient of that (lowering/vjp.py).
     # ``rrelu_with_noise_backward`` failed to compile; PyTorch's decomposition
     # (``grad * noise`` in training, leaky_relu's backward in eval).
     *quantized.QUANTIZED_DECOMPOSED,
