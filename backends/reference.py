@@ -216,6 +216,8 @@ class ReferenceBackend(MlirBackend):
 
     name = "reference"
     lowering_target = "linalg-on-tensors"
+    #: Its buffers are CPU tensors (lazy_core.tiering runs a graph seen once op by op).
+    host_memory = True
 
     def __init__(self, opt_level: int | None = None, runtime_checks: bool = False) -> None:
         self.opt_level = int(config.get("LAZY_REFERENCE_OPT_LEVEL")) if opt_level is None else opt_level

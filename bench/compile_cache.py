@@ -40,7 +40,8 @@ def _summarize(r: dict[str, Any]) -> dict[str, Any]:
         return {"error": C.error_summary(r)}
     counters = r.get("counters", {})
     timers = r.get("timers", {})
-    misses = counters.get("cache_miss", 0)
+    # A graph seen once runs interpreted (lazy_core.tiering): no compile attempt.
+    misses = counters.get("cache_miss", 0) - counters.get("interpreted_first_sight", 0)
     graph_hits = counters.get("graph_cache_hit", 0)
     disk_hits = counters.get("disk_cache_hit", 0)
     out = {

@@ -222,8 +222,9 @@ class _LazyMlir(_Eager):
 
     def compiles(self) -> int:
         # Every cache miss is a compile attempt, including ones that failed
-        # and fell back to eager interpretation (counted fallback::compile_error).
-        return self._lc.metrics.counter("cache_miss")
+        # and fell back to eager interpretation (counted fallback::compile_error),
+        # except a graph seen for the first time, interpreted (lazy_core.tiering).
+        return self._lc.metrics.counter("cache_miss") - self._lc.metrics.counter("interpreted_first_sight")
 
     def extra(self) -> dict[str, Any]:
         counters = self._lc.metrics.counters()

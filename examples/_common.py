@@ -92,6 +92,8 @@ def lazy_summary() -> dict[str, Any]:
         "loaded": counters.get("persistent_cache_hit", 0),
         "cache_hits": counters.get("cache_hit", 0),
         "cache_misses": counters.get("cache_miss", 0),
+        # Graphs seen once so far, run op by op on the CPU instead of compiled (lazy_core.tiering).
+        "interpreted": counters.get("interpreted_first_sight", 0),
         "fallbacks": sum(fallbacks.values()),
         "fallback_ops": fallbacks,
         "compile_s": lazy_core.metrics.timers().get("compile", {}).get("total", 0.0),
@@ -111,8 +113,10 @@ def compile_failure_note(summary: dict[str, Any]) -> str | None:
 def print_runtime(summary: dict[str, Any], detail: str = "") -> None:
     """The closing 'lazy runtime' line (compiles, loads, hits, fallbacks) and any compile-failure note."""
     reused = f"; {summary['reused']} reused a compiled executable from the disk cache" if summary.get("reused") else ""
+    interpreted = (f"{summary['interpreted']} run once interpreted (compiled if seen again), "
+                   if summary.get("interpreted") else "")
     print(f"lazy runtime:       {summary['compiles']} compiles ({summary['compile_s']:.1f} s{detail}{reused}), "
-          f"{summary['loaded']} loaded from the disk cache, "
+          f"{summary['loaded']} loaded from the disk cache, {interpreted}"
           f"{summary['cache_hits']} cache hits, {summary['fallbacks']} fallbacks"
           + (f" {summary['fallback_ops']}" if summary["fallbacks"] else ""))
     note = compile_failure_note(summary)

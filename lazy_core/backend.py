@@ -218,6 +218,13 @@ class BackendImpl(ABC):
                    executable: Any) -> None:
         """Keep a compiled plan for ``load_plans``; must not raise. Default: nothing."""
 
+    #: Whether this backend's buffers are host memory (``to_host`` and ``make_backend_data``
+    #: are copies within RAM). Then running a graph op by op with PyTorch's CPU kernels costs
+    #: about what eager costs, and a graph seen once runs that way instead of paying for a
+    #: compile (``lazy_core.tiering``). A GPU backend leaves it False: there it would move
+    #: every argument through the host.
+    host_memory: bool = False
+
     #: Whether ``compile`` takes ``donated=`` (buffer donation, lazy_core.donation).
     #: A backend that sets this must return result buffers that share storage
     #: with no argument and no other result, because the executor may donate

@@ -39,9 +39,10 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Variable:
-    """One environment variable: its type (``bool``, ``int``, ``level`` or ``str``), default and meaning.
+    """One environment variable: its type (``bool``, ``auto``, ``int``, ``level`` or ``str``), default and meaning.
 
-    A ``level`` is an integer that also takes the boolean words (``on`` = 1).
+    A ``level`` is an integer that also takes the boolean words (``on`` = 1); an ``auto`` is a
+    boolean that may be left unset (or ``auto``, None: the program decides).
     """
 
     name: str
@@ -54,6 +55,8 @@ class Variable:
     def accepted(self) -> str:
         if self.kind == "bool":
             return "one of 1/0, true/false, on/off, yes/no (any case)"
+        if self.kind == "auto":
+            return "one of 1/0, true/false, on/off, yes/no (any case), or auto"
         if self.kind == "level":
             return "an integer >= 0, or one of true/false, on/off, yes/no (any case)"
         if self.kind == "int":
@@ -67,12 +70,14 @@ class Variable:
         text = raw.strip()
         if text == "":
             return self.default
-        if self.kind == "bool":
+        if self.kind in ("bool", "auto"):
             low = text.lower()
             if low in _TRUE:
                 return True
             if low in _FALSE:
                 return False
+            if self.kind == "auto" and low == "auto":
+                return None
         elif self.kind == "level" and text.lower() in _TRUE + _FALSE:
             return 1 if text.lower() in _TRUE else 0
         elif self.kind in ("int", "level"):
@@ -127,6 +132,10 @@ VARIABLES: dict[str, Variable] = {
                  "At a scalar read, run a small graph of values the host holds on the host instead of "
                  "compiling it (lazy_core.host_eval), and read a view of device data by viewing its "
                  "downloaded base (lazy_core.view_reads)."),
+        Variable("LAZY_TIERED", "auto", None,
+                 "Run a graph seen for the first time op by op on the CPU and compile it when it recurs "
+                 "(unset or auto: on for backends whose memory is the host's, reference and iree-cpu, unless "
+                 "LAZY_STRICT or LAZY_DUMP_DIR is set; lazy_core.tiering)."),
         Variable("LAZY_CACHE_SIZE", "int", 1024, "Compiled graphs kept in memory (LRU).", minimum=1),
         Variable("LAZY_SHAPE_CACHE_SIZE", "int", 100000, "Cached meta-kernel results (output shapes).",
                  minimum=0),

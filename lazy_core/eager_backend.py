@@ -44,12 +44,25 @@ def interpret(graph: LazyGraph, args: Sequence[torch.Tensor]) -> list[torch.Tens
             return tuple(sub(v) for v in x)
         return x
 
-    for node in graph.nodes:
+    # Each intermediate is dropped after its last reader, as eager frees it: the executor
+    # interprets whole training steps (a first sight, lazy_core.tiering), and holding every
+    # activation and gradient to the end would take several times eager's memory.
+    last_reader: dict[int, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for o in node.operands:
+            last_reader[id(o.node)] = i
+    for o in graph.outputs:
+        last_reader[id(o.node)] = len(graph.nodes)
+    for i, node in enumerate(graph.nodes):
         args = sub(node.args)
         if node.op in _ON_VALUES and isinstance(args[0], torch.Tensor):
             args = (args[0].contiguous(), *args[1:])
         result = KERNELS.get(node.op, node.op)(*args, **{k: sub(v) for k, v in node.kwargs.items()})
         env[id(node)] = _flatten_tensors(result)
+        del args, result
+        for o in node.operands:
+            if last_reader[id(o.node)] == i:
+                env.pop(id(o.node), None)
     return [env[id(o.node)][o.index] for o in graph.outputs]
 
 

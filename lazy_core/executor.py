@@ -32,6 +32,7 @@ from . import (
     host_eval,
     metrics,
     source_location,
+    tiering,
     view_reads,
 )
 from .async_exec import (
@@ -84,13 +85,15 @@ def traced(fn: _F) -> _F:
 
 
 class _CacheEntry:
-    __slots__ = ("executable", "computation", "eager", "graph_name", "error", "layout", "loaded")
+    __slots__ = ("executable", "computation", "eager", "graph_name", "error", "layout", "loaded", "first_sight")
 
     def __init__(self, executable: Any, computation: Any, eager: bool, graph_name: str, error: str | None = None,
-                 loaded: bool = False):
+                 loaded: bool = False, first_sight: bool = False):
         self.executable = executable
         #: Loaded from the backend's persistent cache (nothing was lowered or compiled).
         self.loaded = loaded
+        #: A graph seen for the first time, interpreted this once and not cached (lazy_core.tiering).
+        self.first_sight = first_sight
         self.computation = computation
         self.eager = eager
         self.graph_name = graph_name
@@ -126,6 +129,8 @@ class GraphExecutor:
         self._cache: OrderedDict[tuple, _CacheEntry] = OrderedDict()
         self._dynamic = DynamicShapes(lambda exe, comp: _CacheEntry(exe, comp, False, comp.func_name),
                                       self._compile_plan)
+        #: Graphs seen so far, so a graph seen once runs interpreted (lazy_core.tiering).
+        self._sights = tiering.FirstSights()
         self._cache_backend: BackendImpl | None = None
         self.cache_size = cache_size or int(config.get("LAZY_CACHE_SIZE"))
         self._last: Any = None
@@ -367,6 +372,7 @@ class GraphExecutor:
         if self._cache_backend is not backend:
             self._cache.clear()
             self._dynamic.clear()
+            self._sights.clear()
             self._cache_backend = backend
         roots: list[Output] = []
         # Per root, the storage's last good value (Storage.previous) to roll back to.
@@ -435,17 +441,22 @@ class GraphExecutor:
             entry, sample = self._dynamic.reuse(backend, graph, donated)
             if entry is not None:
                 self._remember(key, entry)
+        first_sight = entry is None and self._first_sight(backend, graph, key, donated)
         for hook in self.pre_hooks:
-            hook(graph, reason, entry is None)
+            # A first sight is not compiled (diagnostics count compiles from the cache misses).
+            hook(graph, reason, entry is None and not first_sight)
         if entry is None:
             metrics.counter_add("cache_miss")
             entry = self._dynamic.compile(
                 backend, graph, donated, sample,
-                lambda: self._compile(backend, graph, donated),
+                lambda: self._compile(backend, graph, donated, interpret_if_new=first_sight),
                 lambda plan: self._compile_plan(backend, graph, donated, plan))
-            self._remember(key, entry)
-            if not entry.loaded:  # a disk-cache load imports next to nothing (lazy_core.gc_debt)
-                gc_debt.after_compile()
+            if entry.first_sight:
+                self._note_first_sight(graph, reason)
+            else:
+                self._remember(key, entry)
+                if not entry.loaded:  # a disk-cache load imports next to nothing (lazy_core.gc_debt)
+                    gc_debt.after_compile()
         elif sample is None:
             metrics.counter_add("cache_hit")
             self._cache.move_to_end(key)
@@ -571,7 +582,31 @@ class GraphExecutor:
         metrics.counter_add("compile")
         return _CacheEntry(executable, computation, False, computation.func_name)
 
-    def _compile(self, backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None = None) -> _CacheEntry:
+    def _first_sight(self, backend: BackendImpl, graph: LazyGraph, key: Any, donated: dict[int, int]) -> bool:
+        """Whether ``graph``, an in-memory cache miss, runs interpreted as a graph never seen
+        (lazy_core.tiering); remembers it as seen either way."""
+        if not tiering.enabled(backend):
+            return False
+        if self._dynamic.enabled(backend):
+            # The same program at other sizes counts as seen: it compiles and goes dynamic.
+            key = ("family", graph.family_key, tuple(sorted(donated.items())))
+        return self._sights.first(key)
+
+    @staticmethod
+    def _note_first_sight(graph: LazyGraph, reason: str) -> None:
+        metrics.counter_add("interpreted_first_sight")
+        from . import diagnostics
+
+        if diagnostics.explaining():
+            diagnostics.note(f"ran {graph.name} ({len(graph.nodes)} ops) op by op on the CPU for {reason}: "
+                             "seen for the first time, it compiles if it runs again (lazy_core.tiering; "
+                             "LAZY_TIERED=0: compile at once)")
+
+    def _compile(self, backend: BackendImpl, graph: LazyGraph, donated: dict[int, int] | None = None,
+                 interpret_if_new: bool = False) -> _CacheEntry:
+        """The graph loaded from the persistent cache, or lowered and compiled; or, when that fails,
+        interpreted (graph fallback). ``interpret_if_new``: not in the persistent cache, it is
+        interpreted this once instead of compiled (a first sight, lazy_core.tiering)."""
         # ``donated`` is only passed on to backends when non-empty, so backends
         # without donation keep their one-argument signatures.
         extra = {"donated": donated} if donated else {}
@@ -585,6 +620,8 @@ class GraphExecutor:
                 executable, computation = hit
                 metrics.counter_add("persistent_cache_hit")  # loaded, not compiled
                 return _CacheEntry(executable, computation, False, graph.name, loaded=True)
+            if interpret_if_new:
+                return _CacheEntry(None, graph, True, graph.name, first_sight=True)
             with metrics.timed("lower"):
                 computation = backend.lower(graph)
             with metrics.timed("compile"):
@@ -658,6 +695,7 @@ class GraphExecutor:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._dynamic.clear()
+        self._sights.clear()
 
     @traced
     def on_backend_change(self, old: BackendImpl, new: BackendImpl) -> None:
@@ -694,6 +732,7 @@ class GraphExecutor:
             s.previous = None
         self._cache.clear()
         self._dynamic.clear()
+        self._sights.clear()
 
 
 _executor: GraphExecutor | None = None

@@ -130,11 +130,14 @@ def reset() -> None:
 COUNTERS: dict[str, str] = {
     "mark_step": "mark_step() calls",
     "trace_op": "ATen ops recorded into lazy graphs",
-    "execute": "graphs run (compiled, loaded or interpreted after a compile error)",
+    "execute": "graphs run (compiled, loaded, or interpreted: first sight or compile error)",
     "execute_reason::<cause>": "graphs run, by what forced them (mark_step, item(), fallback ...)",
     "graph_nodes": "nodes over every graph run",
     "cache_hit": "executables found in this process's in-memory cache",
-    "cache_miss": "executables not in memory: persistent_cache_hit + compile + fallback::compile_error",
+    "cache_miss": "executables not in memory: persistent_cache_hit + compile + fallback::compile_error "
+                  "+ interpreted_first_sight",
+    "interpreted_first_sight": "graphs seen for the first time, run op by op on the CPU instead of compiled "
+                               "(lazy_core.tiering; they compile when they run again)",
     "persistent_cache_hit": "executables loaded from the disk cache (nothing lowered or compiled)",
     "compile": "graphs lowered and compiled (the backend may still reuse its own artifact cache)",
     "dynamic_reuse": "graphs served, without compiling, by an executable compiled with dynamic dimensions",

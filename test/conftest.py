@@ -14,6 +14,9 @@ backend-generic test fails on any eager fallback of an op it did not name
 with ``@pytest.mark.expect_fallback("aten.nonzero", ...)``: otherwise a
 backend that lowers nothing would pass every test that compares values.
 
+Graphs compile on first sight: ``LAZY_TIERED=0`` (lazy_core.tiering; test_tiering.py
+turns it on).
+
 Backends answer every read: ``LAZY_HOST_EVAL=0``. By default a small graph of
 values the host holds, read by ``item()``, runs on the host with eager's own
 kernels (lazy_core.host_eval), so a test that checks a backend's value through
@@ -224,6 +227,14 @@ def eager_backend(request: pytest.FixtureRequest) -> lazy_core.BackendImpl:
 def _strict(monkeypatch: pytest.MonkeyPatch) -> None:
     """Compile failures are errors (LAZY_STRICT=1), unless a test changes it itself."""
     monkeypatch.setenv("LAZY_STRICT", "1")
+
+
+@pytest.fixture(autouse=True)
+def _compile_on_first_sight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every graph compiles the first time it runs (LAZY_TIERED=0), unless a test changes it:
+    by default a graph seen once runs op by op on the CPU (lazy_core.tiering), so a test that
+    runs its program once would check PyTorch's kernels instead of the backend's code."""
+    monkeypatch.setenv("LAZY_TIERED", "0")
 
 
 @pytest.fixture(autouse=True)

@@ -24,11 +24,14 @@ EXAMPLES = os.path.join(ROOT, "examples")
 
 
 def run_example(script: str, args: list[str], tmp_path: os.PathLike, env: dict[str, str] | None = None,
-                timeout: int = 600, json_out: bool = True) -> tuple[subprocess.CompletedProcess, dict]:
+                timeout: int = 600, json_out: bool = True,
+                unset: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess, dict]:
     out = os.path.join(tmp_path, "results.json")
     if json_out:
         args = [*args, "--json", out]
     full_env = dict(os.environ, LAZY_REFERENCE_OPT_LEVEL="0", **(env or {}))
+    for name in unset:
+        full_env.pop(name, None)
     full_env.pop("LAZY_BACKEND", None)
     full_env.pop("LAZY_HOST_EVAL", None)  # examples run as users run them (conftest turns it off)
     proc = subprocess.run(
@@ -73,6 +76,20 @@ def test_mnist_trains_like_eager_and_dumps_located_mlir(tmp_path: os.PathLike) -
     text = open(step).read()
     assert "torch.aten.convolution" in text and "torch.aten.convolution_backward" in text
     assert 'loc("' in text and "mnist.py" in text  # locations point into the example
+
+
+def test_mnist_with_a_users_defaults_interprets_the_graphs_it_sees_once(tmp_path: os.PathLike) -> None:
+    """``make demo``'s settings (iree-cpu, not strict, tiering on): the first training step,
+    the steady step's and the evaluation's first runs are interpreted; the steady step and
+    the evaluation compile at their second sight (not the first step: it never recurs)."""
+    proc, r = run_example("mnist.py", ["--steps", "4", "--epochs", "1", "--batch-size", "32", "--no-progress"],
+                          tmp_path, unset=("LAZY_STRICT", "LAZY_TIERED"))
+    assert proc.returncode == 0, _explain(proc)
+    assert r["match"] and r["max_loss_diff"] <= 1e-3 and r["max_weight_diff"] <= 1e-3, r
+    assert r["interpreted"] == 3, r
+    assert r["compiles"] + r["loaded"] == 2 and r["cache_misses"] == 5, r
+    assert r["fallbacks"] == 0, r
+    assert "3 run once interpreted (compiled if seen again)" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize(("model", "backend"), [("bert", "reference"), ("gpt2", "reference"), ("bert", "iree-cpu")])
@@ -122,7 +139,7 @@ def test_the_runtime_line_says_when_a_compile_reused_the_backends_executable(cap
     spec.loader.exec_module(module)
     print_runtime = module.print_runtime
     summary = {"compiles": 3, "reused": 3, "compile_s": 0.01, "loaded": 0, "cache_hits": 22,
-               "fallbacks": 0, "fallback_ops": {}}
+               "fallbacks": 0, "fallback_ops": {}, "interpreted": 0}
     print_runtime(summary)
     assert "3 compiles (0.0 s; 3 reused a compiled executable from the disk cache)" in capsys.readouterr().out
     print_runtime({**summary, "reused": 0, "compile_s": 8.2})

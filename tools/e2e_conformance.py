@@ -172,7 +172,8 @@ def _run_backend(suite_dir: str, backend: str, names: list[str]) -> list[dict]:
     while todo:
         cmd = [sys.executable, "-m", _MODULE, "--worker", "--suite-dir", suite_dir,
                "--backends", backend, "--names", ",".join(todo)]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # Each case runs once: compiled, not interpreted as a first sight (lazy_core.tiering).
+        env = dict(os.environ, PYTHONUNBUFFERED="1", LAZY_TIERED="0")
         log = tempfile.TemporaryFile("w+")  # the worker's stderr, for the report of a crash
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                                 cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -188,6 +188,11 @@ class IreeBackend(MlirBackend):
         """iree-cpu's runtime flushes them (``TargetSpec.flushes_subnormals``)."""
         return self.config.target.flushes_subnormals
 
+    @property
+    def host_memory(self) -> bool:  # type: ignore[override]
+        """iree-cpu's buffers are host memory (``TargetSpec.host_memory``)."""
+        return self.config.target.host_memory
+
     def supports_op(self, op: Any) -> bool:
         """What the lowering can lower, less what this target cannot compile (``TargetSpec.eager_ops``)."""
         eager = self.config.target.eager_ops

@@ -179,11 +179,13 @@ class TargetSpec:
     #: flush-to-zero and denormals-are-zero on every thread that runs a dispatch
     #: (``iree_fpu_state_push`` in its task workers), and no flag turns it off.
     flushes_subnormals: bool = False
+    #: ``BackendImpl.host_memory``: the driver's buffers are host memory (local-task).
+    host_memory: bool = False
 
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
                  (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"),
-                 float64_erf=True, flushes_subnormals=True, wide_sums=True)
+                 float64_erf=True, flushes_subnormals=True, wide_sums=True, host_memory=True)
 #: Replayed (memoized) command buffers wrote into freed memory on Vulkan (the module docstring).
 _NO_MEMOIZATION = "--iree-hal-memoization=false"
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",

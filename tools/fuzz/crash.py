@@ -46,6 +46,7 @@ def use_case_host_eval(path: str) -> None:
         host_eval = json.load(f).get("host_eval")
     if host_eval:
         os.environ["LAZY_HOST_EVAL"] = host_eval
+    os.environ["LAZY_TIERED"] = "0"  # the fuzz run compiles each graph on first sight (lazy_core.tiering)
 
 
 def child_status(backend: str, programs: list[Program], batch: bool, timeout: float = 300) -> int:

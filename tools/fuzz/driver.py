@@ -260,10 +260,12 @@ def fuzz(config: Config, log: Any = print) -> Report:
 
     report = Report(config.backend, config.seed)
     rng = random.Random(config.seed)
-    old_env = {k: os.environ.get(k) for k in ("LAZY_CACHE_DIR", "LAZY_HOST_EVAL")}
+    old_env = {k: os.environ.get(k) for k in ("LAZY_CACHE_DIR", "LAZY_HOST_EVAL", "LAZY_TIERED")}
     with tempfile.TemporaryDirectory(prefix="lazy-fuzz-cache-") as cache_dir:
         # A fresh disk cache: its stable hash is fuzzed too, and the user's cache stays clean.
         os.environ["LAZY_HOST_EVAL"] = host_eval_setting(config)
+        # Each program runs once: compiled, not interpreted as a first sight (lazy_core.tiering).
+        os.environ["LAZY_TIERED"] = "0"
         os.environ["LAZY_CACHE_DIR"] = cache_dir
         try:
             fresh_backend(config.backend)

@@ -116,6 +116,7 @@ import torch
 import torch.nn.functional as F
 
 os.environ["LAZY_HOST_EVAL"] = "{host_eval}"  # as the fuzz run (lazy_core.host_eval)
+os.environ["LAZY_TIERED"] = "0"  # compiled on first sight, as the fuzz run (lazy_core.tiering)
 import lazy_core  # noqa: E402
 
 nan, inf = float("nan"), float("inf")
