@@ -141,7 +141,9 @@ class LoweringContext:
         (``lowering/short_loops.py``: lavapipe stops longer loops).
 
         ``wide_sums`` accumulates float32 sums and means in float64
-        (``lowering/wide_sums.py``: a float32 running total drifts)."""
+        (``lowering/wide_sums.py``: a float32 running total drifts), and computes float32
+        ``addcmul`` in float64 (``lowering/addc.py``: eager's CPU kernel ends in a fused
+        multiply-add). Targets with native float64 (the CPU ones) set it."""
         self.graph = graph
         self.short_loops = short_loops
         self.wide_sums = wide_sums
@@ -500,7 +502,8 @@ class LoweringContext:
             value, meta, constant = self._decomposition_operands(node, trace)
             if node.op in _INDEX_LIST_OPS and len(node.args) > 1 and isinstance(node.args[1], list | tuple):
                 value, meta = self._int64_index_operands(node.args[1], value, meta)
-            return inline_decomposition(self._fx, node, value, trace, meta=meta, constant=constant)
+            return inline_decomposition(self._fx, node, value, trace, meta=meta, constant=constant,
+                                        wide=self.wide_sums)
         result = node.metas[0].dtype
         numbers = node.op in half_accumulation.ROUNDS_NUMBERS
         opmath_zero_dim = node.op in half_accumulation.SCALAR_OPMATH_OPS
@@ -531,7 +534,7 @@ class LoweringContext:
             return torch.float32 if isinstance(x, torch.dtype) and x in low else x
 
         values = inline_decomposition(self._fx, node, lambda o: operand(o)[0], trace,
-                                      meta=lambda o: operand(o)[1], constant=constant)
+                                      meta=lambda o: operand(o)[1], constant=constant, wide=self.wide_sums)
         if values is None:
             return None
         return [self._cast(v, m._replace(dtype=torch.float32), m.dtype) if v is not None and m is not None

@@ -2759,13 +2759,15 @@ def _shape_key(x: Any, constant: Callable[[Any], Any] = lambda x: x) -> Any:
 
 def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace: str | None,
            meta: Callable[[Output], TensorMeta] = lambda o: o.meta,
-           constant: Callable[[Any], Any] = lambda x: x) -> list[Any] | None:
+           constant: Callable[[Any], Any] = lambda x: x, wide: bool = False) -> list[Any] | None:
     """Append ``node``'s decomposition to ``g``; one FX value (or None) per result.
 
     Returns None when the node cannot be decomposed here (a scalar parameter
     among its operands): the caller then emits the op itself. ``meta`` types
     each operand and ``constant`` maps each non-tensor argument, as the
     computation has them (bf16 emulation computes bf16 operands in f32).
+    ``wide``: the target computes float64 natively (the context's ``wide_sums``);
+    ``addcmul`` then computes eager's fused multiply-add exactly (``addc.py``).
     """
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -2793,6 +2795,8 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     param_dtype = result.dtype if result is not None and result.dtype in (torch.float32, torch.float64) else None
     logical = ({"logical_dtype": node.metas[0].dtype} if node.op in _TAKES_LOGICAL_DTYPE and node.metas
                and node.metas[0] is not None else {})
+    if wide and node.op in addc.FUSED:
+        logical["fma_in_float64"] = True  # part of the trace key below
 
     def run(*tensors: torch.Tensor) -> Any:
         it = iter(tensors)
