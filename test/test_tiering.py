@@ -15,7 +15,8 @@ import torch
 
 import lazy_core
 from backends.iree import IreeBackend
-from lazy_core import eager_backend as interpreter, metrics, tiering
+from lazy_core import eager_backend as interpreter
+from lazy_core import metrics, tiering
 from lazy_core.eager_backend import EagerBackend
 
 
@@ -41,7 +42,7 @@ def test_a_training_loop_compiles_its_steady_step_once_and_never_its_first(tiere
     opt_ref = torch.optim.AdamW(ref.parameters(), lr=0.05)
     opt = torch.optim.AdamW(lazy.parameters(), lr=0.05)
     compiles = []
-    for step in range(5):
+    for _ in range(5):
         x, y = torch.randn(11, 29), torch.randn(11, 7)
         loss_ref = torch.nn.functional.mse_loss(ref(x), y)
         loss_ref.backward()
