@@ -398,6 +398,13 @@ _CPU_ARGUMENT_OPS: dict[Any, tuple[int, ...]] = {
 
 def _cpu_arguments(func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on the CPU where it has CPU tensor arguments, keeping its CPU-side results there."""
+    if func is aten._pack_padded_sequence.default:
+        lengths = args[1] if len(args) > 1 else kwargs.get("lengths")
+        if isinstance(lengths, _t.LazyTensor):
+            # PyTorch's own error for lengths on an accelerator (CUDA raises it too); computing
+            # batch_sizes on the device raised "batch_sizes should always be on CPU" (ValueError).
+            raise RuntimeError(f"'lengths' argument should be a 1D CPU int64 tensor, but got "
+                               f"{lengths.dim()}D {lengths.device} {_type_name(lengths.dtype)} tensor")
     flat: list = []
     _lazy_leaves((args, kwargs), flat)
     cpu_args = [a for a in (*args, *kwargs.values())
@@ -409,6 +416,11 @@ def _cpu_arguments(func: Any, args: tuple, kwargs: dict) -> Any:
     if not keep:
         return out
     return type(out)(_t.materialize(o, "CPU result") if i in keep else o for i, o in enumerate(out))
+
+
+def _type_name(dtype: torch.dtype) -> str:
+    """PyTorch's scalar type name in messages: ``Long`` for ``torch.int64``."""
+    return torch.empty((), dtype=dtype).type().split(".")[-1].replace("Tensor", "")
 
 
 def _item(func: Any, args: tuple, kwargs: dict) -> Any:

@@ -1141,6 +1141,20 @@ def test_packed_sequences_and_ctc_loss_take_cpu_lengths_like_cuda(backend):
         torch.testing.assert_close(got.detach().cpu(), want.detach())
 
 
+def test_pack_padded_sequence_refuses_lengths_on_the_device_as_cuda_does(backend):
+    """Session 43's sweep: ``pack_padded_sequence`` with lazy ``lengths`` raised a ValueError
+    ("batch_sizes should always be on CPU") from ``PackedSequence``'s constructor, after computing
+    ``batch_sizes`` on the device. PyTorch requires CPU lengths for CUDA data and raises its own
+    RuntimeError; so does the lazy device (lazy_core.fallback._cpu_arguments)."""
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    x = torch.randn(3, 5, 2)
+    for data in (x.to("lazy"), x):
+        with pytest.raises(RuntimeError, match=r"'lengths' argument should be a 1D CPU int64 tensor, "
+                                               r"but got 1D lazy:0 Long tensor"):
+            pack_padded_sequence(data, torch.tensor([5, 3, 2]).to("lazy"), batch_first=True)
+
+
 _UNSIGNED_FILLS = {
     "index_fill_neg_float": lambda x, i: x.index_fill_(0, i, -1.0),
     "index_fill_neg_half": lambda x, i: x.index_fill_(0, i, -0.5),
