@@ -74,7 +74,7 @@ lazy_core.register_backend("broken", BrokenBackend)
 
 # LAZY_REQUIRE_BACKENDS: CI fails when a backend it requires skipped (test/require_backends.py);
 # vulkan_report: the summary says how often the Vulkan signal layer saved the device.
-pytest_plugins = ["require_backends", "vulkan_report"]
+pytest_plugins = ["require_backends", "vulkan_report", "heavy_variants"]
 
 DEFAULT_BACKENDS = ["eager", "reference", "iree-cpu", "iree-vulkan"]
 
