@@ -74,6 +74,7 @@ lazy_core.register_backend("broken", BrokenBackend)
 
 # LAZY_REQUIRE_BACKENDS: CI fails when a backend it requires skipped (test/require_backends.py);
 # vulkan_report: the summary says how often the Vulkan signal layer saved the device.
+# heavy_variants: the costly second-backend variants make check leaves to make check-slow.
 pytest_plugins = ["require_backends", "vulkan_report", "heavy_variants"]
 
 DEFAULT_BACKENDS = ["eager", "reference", "iree-cpu", "iree-vulkan"]
