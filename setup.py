@@ -26,6 +26,7 @@ for folder, name in MAPPED.items():
     if folder != "test":
         packages += [f"{name}.{p}" for p in find_packages(folder)]
 
-# The Vulkan layer's C source is built on first use (backends/iree/vulkan_layer.py).
+# The Vulkan layer's C source is built on first use (backends/iree/vulkan_layer.py); the tests'
+# heavy-variant list is read by their conftest plugin (test/heavy_variants.py).
 setup(package_dir=package_dir, packages=packages,
-      package_data={"lazy_mlir.backends.iree": ["*.c"]})
+      package_data={"lazy_mlir.backends.iree": ["*.c"], "lazy_mlir.tests": ["heavy_variants.txt"]})

@@ -39,26 +39,41 @@ LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "heavy_variants.
 THRESHOLDS = {"reference": 3.0, "iree-vulkan": 5.0}
 #: Where a test's source says this, its iree-vulkan variant is a target-specific regression test.
 _TARGET_SPECIFIC = re.compile(r"vulkan|spir-?v|lavapipe", re.I)
-_BACKEND = re.compile(r"(?<![\w-])(reference|iree-cpu|iree-vulkan)(?![\w-])")
+#: A backend among a node id's parameters, which pytest joins with "-" ("dtype0-iree-cpu").
+_BACKEND = re.compile(r"(?:^|-)(reference|iree-cpu|iree-vulkan)(?=-|$)")
 
 
 def listed() -> set[str]:
-    """The node ids in ``heavy_variants.txt`` (comments and blank lines skipped)."""
+    """The node ids in ``heavy_variants.txt`` (comments and blank lines skipped); none where the
+    list is absent (a copy of the tests without it runs every variant)."""
+    if not os.path.exists(LIST):
+        return set()
     with open(LIST) as f:
         return {line.split("#")[0].strip() for line in f} - {""}
+
+
+def _function_and_backend(node_id: str) -> tuple[str, str | None]:
+    """``(file::function, backend named in the parameters or None)`` of a node id."""
+    function, _, params = node_id.partition("[")
+    found = _BACKEND.search(params.rstrip("]"))
+    return function, found.group(1) if found else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before the mark plugin deselects by -m
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     heavy = listed()
+    if not heavy:
+        return
     slow = pytest.mark.slow
-    seen, functions = set(), set()
+    seen, collected = set(), set()
     for item in items:
-        functions.add(item.nodeid.split("[")[0])
+        collected.add(_function_and_backend(item.nodeid))
         if item.nodeid in heavy:
             item.add_marker(slow)
             seen.add(item.nodeid)
-    stale = sorted(h for h in heavy - seen if h.split("[")[0] in functions)
+    # Stale: the test ran on that backend in this collection, but not with this id (a run that
+    # narrows the backends, LAZY_TEST_BACKENDS, or the files says nothing about an entry).
+    stale = sorted(h for h in heavy - seen if _function_and_backend(h) in collected)
     if stale:
         raise pytest.UsageError(f"test/heavy_variants.txt names variants that no longer exist: {stale} "
                                 "(regenerate it, see test/heavy_variants.py)")
@@ -71,11 +86,12 @@ def _function_sources(path: str) -> dict[str, str]:
             for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)}
 
 
-def generate(junit_xml: str) -> list[str]:
-    """The heavy variants of a JUnit XML report, by the rule in this module's docstring."""
+def generate(junit_xml: str, root: str | None = None) -> list[str]:
+    """The heavy variants of a JUnit XML report, by the rule in this module's docstring
+    (``root``: the repository the report's test files are in)."""
     import xml.etree.ElementTree as ET
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cases = []
     for case in ET.parse(junit_xml).getroot().iter("testcase"):
         path = case.get("classname", "").replace(".", "/") + ".py"
@@ -85,7 +101,7 @@ def generate(junit_xml: str) -> list[str]:
     out = []
     for path, name, seconds in sorted(cases):
         params = name.partition("[")[2]
-        found = _BACKEND.search(params)
+        found = _BACKEND.search(params.rstrip("]"))
         if not found or found.group(1) not in THRESHOLDS or seconds < THRESHOLDS[found.group(1)]:
             continue
         twin = name.replace(found.group(1), "iree-cpu", 1)
