@@ -33,6 +33,7 @@ from . import bf16, half_accumulation, loops
 from .comparisons import SCALAR_COMPARISONS, rewrite_float_equalities, rewrite_number_comparisons
 from .computation import ArgInfo, Computation, ResultInfo
 from .constant_sums import reduce_constant_sums
+from .conv_matmuls import convolution_gradients_as_matmuls
 from .decompositions import DECOMPOSED_OPS, MAX_POOL_DECOMPOSED, TENSOR_FORMS, canonical_args
 from .decompositions import inline as inline_decomposition
 from .erf64 import expand_float64_erf
@@ -108,7 +109,8 @@ class LoweringContext:
                  emulate_bf16: str | None = None, exact_max_pool: bool = True,
                  int64_extrema: bool = False, nan_checked_extrema: bool = False,
                  positive_zero_sums: bool = False, subnormal_logs: bool = False, float64_erf: bool = False,
-                 short_loops: bool = False, wide_sums: bool = False) -> None:
+                 short_loops: bool = False, wide_sums: bool = False,
+                 conv_gradients_as_matmuls: bool = False) -> None:
         """``boundary_casts`` widens dtypes at the function boundary (e.g. bf16 ->
         f32 for runtimes that cannot pass bf16 buffers); casts happen inside.
 
@@ -143,8 +145,13 @@ class LoweringContext:
         ``wide_sums`` accumulates float32 sums and means in float64
         (``lowering/wide_sums.py``: a float32 running total drifts), and computes float32
         ``addcmul`` in float64 (``lowering/addc.py``: eager's CPU kernel ends in a fused
-        multiply-add). Targets with native float64 (the CPU ones) set it."""
+        multiply-add). Targets with native float64 (the CPU ones) set it.
+
+        ``conv_gradients_as_matmuls`` computes the gradients of 2-d convolutions as one matmul
+        over a channels-last im2col (``lowering/conv_matmuls.py``: IREE's CPU matmuls beat its
+        convolution code)."""
         self.graph = graph
+        self.conv_gradients_as_matmuls = conv_gradients_as_matmuls
         self.short_loops = short_loops
         self.wide_sums = wide_sums
         self.float64_erf = float64_erf
@@ -301,7 +308,9 @@ class LoweringContext:
 
     def _rewrite(self, g: Graph) -> None:
         """The FX rewrites every op of the computation takes (decompositions' included)."""
-        if self.wide_sums:  # first: the ops it writes take the rewrites below
+        if self.conv_gradients_as_matmuls:  # first: its bias gradient's sum takes the ones below
+            convolution_gradients_as_matmuls(g)
+        if self.wide_sums:  # the ops it writes take the rewrites below
             widen_decomposed_sums(g)
         guard_float_to_int_casts(g)  # before the comparison rewrites: its guard is made of them
         wrap_negative_scatter_indices(g)
@@ -849,11 +858,12 @@ def lower_graph(graph: LazyGraph, boundary_casts: dict[torch.dtype, torch.dtype]
                 emulate_bf16: str | None = None, exact_max_pool: bool = True,
                 int64_extrema: bool = False, nan_checked_extrema: bool = False,
                 positive_zero_sums: bool = False, subnormal_logs: bool = False,
-                float64_erf: bool = False, short_loops: bool = False, wide_sums: bool = False) -> Computation:
+                float64_erf: bool = False, short_loops: bool = False, wide_sums: bool = False,
+                conv_gradients_as_matmuls: bool = False) -> Computation:
     """LazyGraph -> torch-dialect Computation (``LoweringContext`` says what the options do)."""
     return LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema,
                            nan_checked_extrema, positive_zero_sums, subnormal_logs, float64_erf,
-                           short_loops, wide_sums).build()
+                           short_loops, wide_sums, conv_gradients_as_matmuls).build()
 
 
 def _is_number(x: Any) -> bool:

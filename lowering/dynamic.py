@@ -600,13 +600,15 @@ def sample(graph: Any, boundary_casts: dict[torch.dtype, torch.dtype] | None = N
            emulate_bf16: str | None = None, exact_max_pool: bool = True,
            int64_extrema: bool = False, nan_checked_extrema: bool = False,
            positive_zero_sums: bool = False, subnormal_logs: bool = False,
-           float64_erf: bool = False, short_loops: bool = False, wide_sums: bool = False) -> Observation:
+           float64_erf: bool = False, short_loops: bool = False, wide_sums: bool = False,
+           conv_gradients_as_matmuls: bool = False) -> Observation:
     """``graph`` (a LazyGraph) lowered to FX as ``lower_graph`` would with these
     options, observed (the FX graph is not imported)."""
     from .context import LoweringContext
 
     ctx = LoweringContext(graph, boundary_casts, emulate_bf16, exact_max_pool, int64_extrema, nan_checked_extrema,
-                          positive_zero_sums, subnormal_logs, float64_erf, short_loops, wide_sums)
+                          positive_zero_sums, subnormal_logs, float64_erf, short_loops, wide_sums,
+                          conv_gradients_as_matmuls)
     obs = observe(ctx.build_fx())
     obs.args, obs.results = list(ctx._args), list(ctx._results)
     return obs

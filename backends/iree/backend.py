@@ -176,12 +176,14 @@ class IreeBackend(MlirBackend):
 
     def lowering_options(self) -> dict[str, Any]:
         """bf16 emulated, integer extrema widened, float extrema NaN-checked, zero sums made +0.0, logs of
-        subnormals scaled, float64 erf expanded, long reductions staged, as the target asks (see ``config``)."""
+        subnormals scaled, float64 erf expanded, long reductions staged, convolution gradients as matmuls, as the
+        target asks (see ``config``)."""
         target = self.config.target
         return {"emulate_bf16": target.emulate_bf16, "int64_extrema": target.int64_extrema,
                 "nan_checked_extrema": target.nan_checked_extrema, "positive_zero_sums": target.positive_zero_sums,
                 "subnormal_logs": target.subnormal_logs, "float64_erf": target.float64_erf,
-                "short_loops": target.short_loops, "wide_sums": target.wide_sums}
+                "short_loops": target.short_loops, "wide_sums": target.wide_sums,
+                "conv_gradients_as_matmuls": target.conv_gradients_as_matmuls}
 
     @property
     def flushes_subnormals(self) -> bool:  # type: ignore[override]
@@ -232,12 +234,7 @@ class IreeBackend(MlirBackend):
             resolved = target_key(self.config.compile_flags, self._compiler_version, self.disk_cache)
             self._target_identity = "|".join(
                 [self.config.cache_key(), f"driver={self.config.target.driver}", resolved,
-                 f"bf16={self.config.target.emulate_bf16}", f"int64_extrema={self.config.target.int64_extrema}",
-                 f"nan_checked_extrema={self.config.target.nan_checked_extrema}",
-                 f"positive_zero_sums={self.config.target.positive_zero_sums}",
-                 f"subnormal_logs={self.config.target.subnormal_logs}",
-                 f"float64_erf={self.config.target.float64_erf}",
-                 f"short_loops={self.config.target.short_loops}", f"wide_sums={self.config.target.wide_sums}"])
+                 *(f"{k}={v}" for k, v in sorted(self.lowering_options().items()))])
         return self._target_identity
 
     def persistent_key(self) -> str:

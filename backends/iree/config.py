@@ -168,6 +168,10 @@ class TargetSpec:
     #: IREE 3.13's CPU code has no float64 ``math.erf`` (MLIR's expansion is float32 only;
     #: its CUDA code calls libdevice's ``erf``, which has one).
     float64_erf: bool = False
+    #: Compute 2-d convolutions' gradients as one matmul over a channels-last im2col
+    #: (``lowering/conv_matmuls.py``): IREE 3.13's CPU code for them ran 1.5-3x slower than
+    #: its matmul code for the same products.
+    conv_gradients_as_matmuls: bool = False
     #: Ops left to run eagerly (``supports_op``) although the lowering decomposes them: their
     #: decomposition does not compile for this target, and a graph that fails to compile runs
     #: op by op whole. ``median`` on vulkan-spirv: IREE 3.13 crashes (signal 11 in
@@ -185,7 +189,8 @@ class TargetSpec:
 
 CPU = TargetSpec("iree-cpu", "llvm-cpu", "local-task", "CPU",
                  (*_CORRECTNESS, "--iree-llvmcpu-target-cpu=host", "--iree-global-opt-use-im2col-for-convs"),
-                 float64_erf=True, flushes_subnormals=True, wide_sums=True, host_memory=True)
+                 float64_erf=True, flushes_subnormals=True, wide_sums=True, host_memory=True,
+                 conv_gradients_as_matmuls=True)
 #: Replayed (memoized) command buffers wrote into freed memory on Vulkan (the module docstring).
 _NO_MEMOIZATION = "--iree-hal-memoization=false"
 VULKAN = TargetSpec("iree-vulkan", "vulkan-spirv", "vulkan", "VULKAN",

@@ -1,0 +1,178 @@
+"""Convolution gradients as one matmul over a channels-last im2col, for targets whose matmul
+code beats their convolution code (``LoweringContext(conv_gradients_as_matmuls=True)``).
+
+IREE 3.13's CPU code for the two gradients of a 2-d convolution is slow next to its matmuls:
+with ``--iree-global-opt-use-im2col-for-convs`` each becomes a gather in NCHW order and a
+batched contraction whose matrices are one image's (16 x 72 by 72 x 196 for a 3 x 3 convolution
+of 8 channels at 14 x 14), and without it a direct loop nest. Written here as one matmul whose
+rows are all images' output positions (``[N*OH*OW, C*KH*KW]``, channels innermost, as the
+matmul's contiguous operand), the same gradients ran 1.5-3x faster on an AVX-512 host, one
+thread (``iree-benchmark-module``, ms; eager PyTorch's oneDNN for scale):
+
+| convolution (batch, in -> out channels, size) | weight gradient | input gradient |
+|---|---|---|
+| 64, 8 -> 16, 14 x 14 (``make demo``'s second) | 2.55 -> 0.98 (eager 0.58) | 1.89 -> 0.95 (0.57) |
+| 16, 16 -> 16, 32 x 32 (ResNet-18's first stage) | 5.13 -> 3.20 (1.17) | 5.71 -> 3.50 (0.98) |
+| 16, 64 -> 64, 8 x 8 | 3.00 -> 1.05 (0.76) | 1.37 -> 0.99 (0.63) |
+| 16, 128 -> 128, 4 x 4 | 3.28 -> 1.04 (1.30) | 1.64 -> 1.01 (0.67) |
+| 64, 1 -> 8, 28 x 28 (one input channel) | 0.65 -> 0.97 | 4.28 -> 5.82 |
+
+So a gradient is rewritten only where the matmul is not thin: ``MIN_CHANNELS`` input channels
+(the input gradient's matmul has one column per input channel; with one, IREE's own code wins).
+The forward convolution is left to IREE: the same form was faster for some sizes and slower for
+others (4.28 against 3.01 ms at 16 channels, 32 x 32).
+
+Which gradients: those of 2-d, ungrouped, regular (not transposed) float32 convolutions. The
+input gradient only for stride 1 (a strided one's adjoint spreads the gradient out with zeros:
+4x the work at stride 2), as the regular convolution it is (``transposed_as_regular``'s rule:
+the gradient padded by the window's reach less the padding, the weight flipped, its in and out
+channels swapped). Element ``[f, c, i, j]`` of the weight gradient is
+``sum(n, y, x) grad[n, f, y, x] * xpad[n, c, y*s + i*d, x*s + j*d]``: the output gradient as an
+``[N*OH*OW, F]`` matrix, transposed, times the im2col matrix.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch.fx import Graph
+
+from .fx_rewrite import calls_on_tensors
+
+__all__ = ["MIN_CHANNELS", "convolution_gradients_as_matmuls", "im2col", "input_gradient", "weight_gradient"]
+
+aten = torch.ops.aten
+
+#: Fewest input channels for which a gradient is rewritten (see the module doc's table).
+MIN_CHANNELS = 8
+
+
+def im2col(x: torch.Tensor, kernel: list[int], stride: list[int], padding: list[int],
+           dilation: list[int], out_size: list[int]) -> torch.Tensor:
+    """``[N*OH*OW, KH*KW*C]``: row ``(n, y, x)`` holds the window of output position ``(y, x)``,
+    ordered by window row, window column, then channel."""
+    n, c = x.shape[0], x.shape[1]
+    xp = aten.constant_pad_nd(x.permute(0, 2, 3, 1), [0, 0, padding[1], padding[1], padding[0], padding[0]], 0.0)
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out_size
+    cols = [xp[:, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw, :]
+            for i in range(kh) for j in range(kw)]
+    return torch.cat(cols, dim=3).reshape(n * oh * ow, kh * kw * c)
+
+
+def weight_gradient(grad: torch.Tensor, x: torch.Tensor, kernel: list[int], stride: list[int],
+                    padding: list[int], dilation: list[int]) -> torch.Tensor:
+    """The weight gradient of ``conv2d(x, w, stride, padding, dilation)`` given its output's
+    gradient ``grad``: ``grad``'s ``[N*OH*OW, F]`` matrix, transposed, times the im2col matrix."""
+    f, c, (oh, ow) = grad.shape[1], x.shape[1], grad.shape[2:]
+    cols = im2col(x, kernel, stride, padding, dilation, [oh, ow])
+    rows = grad.permute(0, 2, 3, 1).reshape(-1, f)
+    return (rows.t() @ cols).reshape(f, kernel[0], kernel[1], c).permute(0, 3, 1, 2)
+
+
+def convolve(x: torch.Tensor, weight: torch.Tensor, padding: list[int], dilation: list[int]) -> torch.Tensor:
+    """``conv2d(x, weight, padding=padding, dilation=dilation)`` (stride 1, padding >= 0) as the
+    im2col matrix times the weight's ``[KH*KW*C, F]`` matrix."""
+    n, f, kernel = x.shape[0], weight.shape[0], list(weight.shape[2:])
+    out = [x.shape[2 + d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) for d in range(2)]
+    cols = im2col(x, kernel, [1, 1], padding, dilation, out)
+    matrix = weight.permute(2, 3, 1, 0).reshape(-1, f)
+    return (cols @ matrix).reshape(n, out[0], out[1], f).permute(0, 3, 1, 2)
+
+
+def input_gradient(grad: torch.Tensor, weight: torch.Tensor, padding: list[int], dilation: list[int]) -> torch.Tensor:
+    """The input gradient of a stride-1 ``conv2d(x, weight, padding, dilation)`` (padding at most
+    the window's reach, ``_applies``): the regular convolution of ``grad`` with the weight flipped
+    and its in and out channels swapped, padded by the reach less the padding."""
+    reach = [dilation[d] * (weight.shape[2 + d] - 1) for d in range(2)]
+    return convolve(grad, weight.flip([2, 3]).transpose(0, 1), [reach[d] - padding[d] for d in range(2)], dilation)
+
+
+def _applies(args: tuple) -> tuple[bool, bool]:
+    """Whether (the input gradient, the weight gradient) of this ``convolution_backward`` are
+    rewritten (see the module doc)."""
+    grad, x, weight = (a.meta.get("val") if hasattr(a, "meta") else None for a in args[:3])
+    stride, padding, dilation, transposed, _, groups, mask = args[4:11]
+    if not all(isinstance(t, torch.Tensor) for t in (grad, x, weight)):
+        return False, False
+    plain = (weight.dim() == 4 and not transposed and groups == 1
+             and grad.dtype == x.dtype == weight.dtype == torch.float32 and x.shape[1] >= MIN_CHANNELS
+             and len(stride) == len(padding) == len(dilation) == 2
+             and all(isinstance(v, int) for v in (*stride, *padding, *dilation)) and grad.numel() > 0)
+    if not plain:
+        return False, False
+    reach = [dilation[d] * (weight.shape[2 + d] - 1) for d in range(2)]
+    input_ok = bool(mask[0]) and list(stride) == [1, 1] and all(0 <= padding[d] <= reach[d] for d in range(2))
+    return input_ok, bool(mask[1])
+
+
+def _gradients(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, stride: list[int], padding: list[int],
+               dilation: list[int], output_padding: list[int], mask: list[bool], rewrite_input: bool,
+               rewrite_weight: bool) -> tuple[Any, Any, Any]:
+    """``convolution_backward``'s three results, the rewritten ones as matmuls; the others from
+    ``convolution_backward`` itself, asked only for them."""
+    rest = [mask[0] and not rewrite_input, mask[1] and not rewrite_weight, mask[2]]
+    kept: tuple[Any, Any, Any] = (None, None, None)
+    if any(rest):
+        kept = aten.convolution_backward(grad, x, weight, [weight.shape[0]] if rest[2] else None, stride, padding,
+                                         dilation, False, output_padding, 1, rest)
+    gi = input_gradient(grad, weight, padding, dilation) if rewrite_input else kept[0]
+    gw = weight_gradient(grad, x, list(weight.shape[2:]), stride, padding, dilation) if rewrite_weight else kept[1]
+    return gi, gw, kept[2]
+
+
+def _bound(stride: list[int], padding: list[int], dilation: list[int], output_padding: list[int],
+           mask: list[bool], rewrite_input: bool, rewrite_weight: bool) -> Any:
+    """``_gradients`` of ``(grad, x, weight)`` alone, the rest fixed (what ``make_fx`` traces)."""
+
+    def fn(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> tuple:
+        return _gradients(grad, x, weight, stride, padding, dilation, output_padding, mask,
+                          rewrite_input, rewrite_weight)
+
+    return fn
+
+
+#: ``_gradients`` traced, by argument shapes, strides and convolution parameters.
+_traced: dict[tuple, Any] = {}
+
+
+def convolution_gradients_as_matmuls(g: Graph) -> bool:
+    """Rewrite the gradients of ``g``'s ``convolution_backward`` calls that ``_applies`` takes;
+    True if any was."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    changed = False
+    for node, _, _ in calls_on_tensors(g, (aten.convolution_backward.default,)):
+        rewrite_input, rewrite_weight = _applies(node.args)
+        if not (rewrite_input or rewrite_weight):
+            continue
+        stride, padding, dilation = (list(node.args[i]) for i in (4, 5, 6))
+        output_padding, mask = list(node.args[8]), [bool(m) for m in node.args[10]]
+
+        examples = [(tuple(e.shape), tuple(e.stride())) for e in (a.meta["val"] for a in node.args[:3])]
+        key = (*examples, tuple(stride), tuple(padding), tuple(dilation), tuple(output_padding), tuple(mask),
+               rewrite_input, rewrite_weight)
+        traced = _traced.get(key)
+        if traced is None:  # tracing costs tens of ms; a model repeats the same few convolutions
+            fn = _bound(stride, padding, dilation, output_padding, mask, rewrite_input, rewrite_weight)
+            traced = make_fx(fn, tracing_mode="fake")(
+                *[torch.empty_strided(shape, strides, dtype=torch.float32, device="meta") for shape, strides in examples])
+            if len(_traced) < 256:
+                _traced[key] = traced
+        placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+        before = set(g.nodes)
+        with g.inserting_before(node):
+            results = g.graph_copy(traced.graph, dict(zip(placeholders, node.args[:3], strict=True)))
+        if "stack_trace" in node.meta:  # the new nodes carry the convolution's source line
+            for n in g.nodes:
+                if n not in before:
+                    n.meta["stack_trace"] = node.meta["stack_trace"]
+        for user in list(node.users):
+            if user.op != "call_function" or user.target is not operator.getitem:
+                raise AssertionError(f"convolution_backward used by {user.format_node()}")
+            user.replace_all_uses_with(results[user.args[1]])
+            g.erase_node(user)
+        g.erase_node(node)
+        changed = True
+    return changed

@@ -1,0 +1,137 @@
+"""Convolution gradients as matmuls over a channels-last im2col (lowering/conv_matmuls.py).
+
+iree-cpu asks the lowering for it (``TargetSpec.conv_gradients_as_matmuls``): the ResNet-18
+zoo step graph ran 178 -> 114 ms on one thread. Every form of a 2-d convolution's backward is
+compared with eager here on every backend, the forms the rewrite takes (any stride, padding and
+dilation for the weight gradient; stride 1 and padding within the window's reach for the input
+gradient) and those it leaves (one input channel, a strided input gradient, a padding wider
+than the window, a grouped or float64 convolution), and iree-cpu must really rewrite them.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from conftest import use_backend
+
+import lazy_core
+from lazy_core.graph import build_graph
+from lazy_mlir.lowering import conv_matmuls
+
+# (batch, in, out, height, width, kernel, stride, padding, dilation, groups, bias)
+CASES = {
+    "3x3 same": (4, 8, 16, 14, 14, 3, 1, 1, 1, 1, True),
+    "strided: weight gradient only": (2, 8, 4, 9, 10, 3, 2, 1, 1, 1, False),
+    "dilated": (2, 16, 8, 11, 12, 3, 1, 2, 2, 1, True),
+    "1x1 strided (ResNet shortcut)": (2, 8, 8, 8, 9, 1, 2, 0, 1, 1, False),
+    "5x5 valid": (2, 12, 5, 10, 11, 5, 1, 0, 1, 1, True),
+    "stride 3 over padding 2": (3, 8, 6, 7, 8, 3, 3, 2, 1, 1, True),
+    "even kernel": (2, 8, 4, 6, 7, 2, 1, 1, 1, 1, True),
+    "3x1 kernel": (2, 8, 4, 6, 7, (3, 1), 1, (1, 0), 1, 1, True),
+    "padding wider than the window": (2, 8, 4, 5, 6, 1, 1, 1, 1, 1, True),
+    "one input channel: left whole": (2, 1, 4, 6, 7, 3, 1, 1, 1, 1, True),
+    "grouped: left whole": (2, 8, 8, 6, 7, 3, 1, 1, 1, 2, True),
+    "batch of one": (1, 8, 3, 5, 5, 3, 1, 1, 1, 1, False),
+}
+
+
+def _conv(case: tuple) -> tuple[torch.nn.Conv2d, torch.Tensor]:
+    n, c, f, h, w, k, s, p, d, groups, bias = case
+    conv = torch.nn.Conv2d(c, f, k, stride=s, padding=p, dilation=d, groups=groups, bias=bias)
+    return conv, torch.randn(n, c, h, w)
+
+
+def _gradients(conv: torch.nn.Conv2d, x: torch.Tensor, device: str, dtype: torch.dtype = torch.float32) -> list:
+    """The parameters' and the input's gradients of a small loss through ``conv``."""
+    conv = copy.deepcopy(conv).to(device=device, dtype=dtype)
+    x = x.to(device=device, dtype=dtype).requires_grad_()
+    (conv(x).tanh() * 3).square().sum().backward()
+    if device == "lazy":
+        lazy_core.mark_step()
+    return [t.grad.cpu().double() for t in (*conv.parameters(), x)]
+
+
+def assert_as_accurate_as_eager(got: list, eager: list, exact: list) -> None:
+    """Each of ``got`` is as close to the float64 ``exact`` as eager's float32 result is, up to a
+    factor 4 (another summation order) and a few ulps of the largest value: the weight gradient
+    sums hundreds of products of magnitude ~1000, so eager itself is ~1e-3 off."""
+    for i, (g, e, x) in enumerate(zip(got, eager, exact, strict=True)):
+        bound = 4 * (e - x).abs().max() + 4 * torch.finfo(torch.float32).eps * x.abs().max()
+        assert (g - x).abs().max() <= bound, (i, (g - x).abs().max(), bound)
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_convolution_gradients_match_eager(backend, case):
+    """Weight, bias and input gradients of one convolution inside a small loss, as eager's."""
+    torch.manual_seed(0)
+    conv, x = _conv(case)
+    exact = _gradients(conv, x, "cpu", torch.float64)
+    assert_as_accurate_as_eager(_gradients(conv, x, "lazy"), _gradients(conv, x, "cpu"), exact)
+
+
+@pytest.mark.parametrize("frozen", ["weight", "input"])
+def test_one_gradient_asked_for(backend, frozen):
+    """A frozen weight (fine-tuning a head) or an input without a gradient: only the other
+    gradient is computed, as eager's."""
+    torch.manual_seed(0)
+    conv, x = _conv(CASES["3x3 same"])
+    lconv = copy.deepcopy(conv).to("lazy")
+    wants_input = frozen == "weight"
+    if frozen == "weight":
+        conv.weight.requires_grad_(False)
+        lconv.weight.requires_grad_(False)
+    xc, xl = x.clone().requires_grad_(wants_input), x.to("lazy").requires_grad_(wants_input)
+    conv(xc).square().sum().backward()
+    lconv(xl).square().sum().backward()
+    lazy_core.mark_step()
+    if wants_input:
+        torch.testing.assert_close(xl.grad.cpu(), xc.grad, rtol=2e-5, atol=2e-5)
+        assert lconv.weight.grad is None
+    else:
+        torch.testing.assert_close(lconv.weight.grad.cpu(), conv.weight.grad, rtol=2e-5, atol=2e-5)
+    torch.testing.assert_close(lconv.bias.grad.cpu(), conv.bias.grad, rtol=2e-5, atol=2e-5)
+
+
+def test_channels_last_input(backend):
+    """An input in channels-last memory format (``model.to(memory_format=...)``)."""
+    torch.manual_seed(0)
+    conv, x = _conv(CASES["3x3 same"])
+    x = x.to(memory_format=torch.channels_last)
+    exact = _gradients(conv, x, "cpu", torch.float64)
+    assert_as_accurate_as_eager(_gradients(conv, x, "lazy"), _gradients(conv, x, "cpu"), exact)
+
+
+def _lowered_backward(name: str, case: tuple) -> str:
+    """The torch-dialect MLIR ``name``'s lowering gives one convolution's backward."""
+    b = use_backend(name)
+    torch.manual_seed(0)
+    conv, x = _conv(case)
+    conv = conv.to("lazy")
+    xl = x.to("lazy").requires_grad_()
+    conv(xl).square().sum().backward()
+    outputs = [t._lz_value() for t in (xl.grad, conv.weight.grad)]
+    return b.lower(build_graph(outputs)).mlir
+
+
+def test_iree_cpu_computes_the_gradients_as_matmuls():
+    """iree-cpu lowers both gradients of a stride-1 convolution as matmuls (no
+    ``convolution_backward`` computes them), only the weight gradient of a strided one, and
+    neither of a convolution with one input channel."""
+    mlir = _lowered_backward("iree-cpu", CASES["3x3 same"])
+    assert mlir.count("torch.aten.mm ") == 2, mlir
+    assert "-> !torch.vtensor<[4,8,14,14],f32>, !torch.vtensor<[16,8,3,3],f32>" not in mlir
+    strided = _lowered_backward("iree-cpu", CASES["strided: weight gradient only"])
+    assert strided.count("torch.aten.mm ") == 1
+    assert "-> !torch.vtensor<[2,8,9,10],f32>, !torch.none, !torch.none" in strided
+    thin = _lowered_backward("iree-cpu", CASES["one input channel: left whole"])
+    assert "torch.aten.mm " not in thin
+    assert conv_matmuls.MIN_CHANNELS > 1
+
+
+def test_the_reference_backend_keeps_convolution_backward():
+    """The correctness oracle lowers PyTorch's op as it is: the rewrite is iree-cpu's choice."""
+    mlir = _lowered_backward("reference", CASES["3x3 same"])
+    assert "torch.aten.mm " not in mlir
+    assert "torch.aten.convolution_backward" in mlir
