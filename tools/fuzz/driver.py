@@ -223,6 +223,7 @@ def run_group(programs: list[Program], batch: bool) -> tuple[str | None, Program
         else:
             pending.append((p, cpu, lazy))
     if pending:
+        failed_compiles = _compile_fallbacks()
         try:
             lazy_core.mark_step()
         except Exception as e:
@@ -231,7 +232,17 @@ def run_group(programs: list[Program], batch: bool) -> tuple[str | None, Program
             diff = compare_env(cpu, lazy, p)
             if diff is not None:
                 return diff, p
+        if _compile_fallbacks() > failed_compiles:
+            # One program's ops did not compile, so the whole batch's graph ran eagerly and no
+            # other program's compiled values were compared: run each alone.
+            del pending[:], lazy
+            return run_group(programs, batch=False)
     return None, None
+
+
+def _compile_fallbacks() -> int:
+    """Graphs that failed to compile and ran eagerly so far (with ``LAZY_STRICT`` off)."""
+    return lazy_core.metrics.counter("fallback::compile_error")
 
 
 #: Counters that say a graph ran code compiled for another graph of its family (lazy_core.dynamic_shapes).

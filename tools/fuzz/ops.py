@@ -14,6 +14,7 @@ category's lines, nothing else:
 - ``scatter``: index_put / index_add / index_copy / scatter / ``a[idx] = c`` into a tensor or
   a slice of it.
 - ``linear``: ``F.linear``/``addmm``/``mm`` (zeros inputs are common).
+- ``conv``: ``convolution_backward`` of 2-d convolutions on small-integer data (exact in float32).
 - ``special``: NaN and +-inf as scalar constants.
 - ``inexact``: scalar constants a float32/float16 tensor cannot hold exactly
   (0.1, 1/3, 70000 ...), which expose where a number is rounded.
@@ -776,6 +777,51 @@ def linear(g: Generator) -> Line | None:
         return Line(f"{out} = torch.addmm({bias}, {a}, {w_src}.t(), beta={{0}}, alpha={{1}})",
                     (g.scalar(), g.scalar()), (out,), "linear")
     return Line(f"{out} = F.linear({a}, {w_src})", (), (out,), "linear")
+
+
+# -- convolution gradients ---------------------------------------------------------------------------
+def _conv_size(n: int, k: int, s: int, p: int, d: int) -> int:
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+@op("conv")
+def conv_gradients(g: Generator) -> Line | None:
+    """``aten.convolution_backward`` (what autograd calls for ``conv2d``) of a float32 value
+    reshaped to ``[N, C, H, W]``: random sizes, strides, padding, dilation, groups and output
+    mask. The data are small integers (rounded and clamped to [-4, 4], the weight and the output
+    gradient from ``arange``), so every product and sum is exact in float32 and any summation
+    order gives eager's bits: iree-cpu computes these gradients as matmuls over an im2col
+    (lowering/conv_matmuls.py). NaN stays NaN through ``round``."""
+    a = g.var(lambda x: x.dtype == torch.float32 and x.numel() >= 1)
+    if a is None:
+        return None
+    rng = g.rng
+    n, c, f = rng.choice([1, 2, 3]), rng.choice([1, 2, 8, 9]), rng.choice([1, 2, 8])
+    size = [rng.choice([1, 2, 3, 5, 7]), rng.choice([1, 2, 4, 6])]
+    kernel = [rng.choice([1, 2, 3]) for _ in range(2)]
+    stride = [rng.choice([1, 1, 2, 3]) for _ in range(2)]
+    padding = [rng.choice([0, 0, 1, 2]) for _ in range(2)]
+    dilation = [rng.choice([1, 1, 2]) for _ in range(2)]
+    groups = 2 if c % 2 == 0 and f % 2 == 0 and rng.random() < 0.2 else 1
+    out = [_conv_size(size[d], kernel[d], stride[d], padding[d], dilation[d]) for d in range(2)]
+    if min(out) < 1:
+        return None
+    mask = [rng.random() < 0.8 for _ in range(3)]
+    if not any(mask):
+        mask[1] = True
+    numel = n * c * size[0] * size[1]
+    reps = -(-numel // g.t(a).numel())
+    x = f"{a}.reshape(-1).round().clamp(-4, 4).repeat({reps})[:{numel}].reshape({n}, {c}, {size[0]}, {size[1]})"
+    wn, gn = f * (c // groups) * kernel[0] * kernel[1], n * f * out[0] * out[1]
+    w = (f"(torch.arange({wn}, device=DEV, dtype=torch.float32) % 7 - 3)"
+         f".reshape({f}, {c // groups}, {kernel[0]}, {kernel[1]})")
+    go = f"(torch.arange({gn}, device=DEV, dtype=torch.float32) % 5 - 2).reshape({n}, {f}, {out[0]}, {out[1]})"
+    # Only the results the mask asks for: eager's CPU kernels compute some others anyway (the
+    # weight gradient of a one-channel convolution with a stride), autograd never reads them.
+    names = tuple(g.fresh() for m in mask if m)
+    return Line(f"{', '.join(names)}, = [t for t, m in zip(torch.ops.aten.convolution_backward({go}, {x}, {w}, "
+                f"[{f}], {stride}, {padding}, {dilation}, False, [0, 0], {groups}, {mask}), {mask}) if m]",
+                (), names, "conv")
 
 
 # -- reading a value in the middle (a graph break) ----------------------------------------------------

@@ -58,7 +58,8 @@ class Program:
         return {ln.category for ln in self.lines}
 
     def zero_sign_unspecified(self) -> set[str]:
-        """Variables computed from a matrix product, whose zeros' signs eager leaves to its BLAS.
+        """Variables computed from a matrix product or a convolution, whose zeros' signs eager
+        leaves to its BLAS (or oneDNN).
 
         The CPU's GEMM gives ``-0.0`` for a sum of negative-zero products when K is 1 and
         ``+0.0`` at 1x1 or in bfloat16 (its accumulator starts at +0.0 there): no backend can
@@ -67,7 +68,7 @@ class Program:
         """
         tainted: set[str] = set()
         for line in self.lines:
-            if line.category in ("matmul", "linear") or line.uses() & tainted:
+            if line.category in ("matmul", "linear", "conv") or line.uses() & tainted:
                 tainted.update(line.touched)
         return tainted
 
