@@ -121,6 +121,14 @@ def transposed_as_regular(x: torch.Tensor, weight: torch.Tensor, bias: Any, stri
     return aten.convolution(spread, w, bias, [1] * nd, [0] * nd, list(dilation), False, [0] * nd, groups)
 
 
+def wide_padding(w_shape: Any, padding: Any, dilation: Any) -> bool:
+    """Whether some dim's padding is wider than the window's reach (``p > d * (k - 1)``: a
+    window can lie wholly in the padding), where torch-mlir's input gradient is wrong."""
+    nd = len(w_shape) - 2
+    padding, dilation = per_dim(padding, nd), per_dim(dilation, nd)
+    return any(padding[d] > dilation[d] * (w_shape[2 + d] - 1) for d in range(nd))
+
+
 def one_channel_groups(w_shape: Any, groups: int) -> bool:
     """Whether the transposed convolution with this weight has one output channel per group: a
     transposed convolution's own weight, or a regular one's, whose input gradient it is (a
@@ -212,7 +220,7 @@ def convolution_backward(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tens
     grad_bias = grad.sum([0, *range(2, grad.dim())]) if output_mask[2] else None
     if not transposed:
         grad_input = None
-        if output_mask[0] and one_channel_groups(weight.shape, groups):
+        if output_mask[0] and (one_channel_groups(weight.shape, groups) or wide_padding(weight.shape, padding, dilation)):
             nd = len(kernel)
             rows = [(grad.shape[2 + d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (kernel[d] - 1) + 1
                     for d in range(nd)]
@@ -234,8 +242,10 @@ def convolution_backward(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tens
 def rewritten_backward(args: tuple) -> bool:
     """``convolution_backward``'s arguments: of a transposed convolution (torch-mlir lowers none:
     with ``output_padding`` or without, DCGAN's ``k=4, s=2, p=1`` too), a weight gradient of a
-    grouped one, or one with a single window along some dim."""
+    grouped one, an input gradient with one output channel per group or with padding wider than
+    the window, or one with a single window along some dim."""
     transposed, groups, mask = args[7], args[9], args[10]
     return bool(transposed or (groups > 1 and mask[1])
                 or (not transposed and mask[0] and one_channel_groups(args[2].meta.shape, groups))
+                or (not transposed and mask[0] and wide_padding(args[2].meta.shape, args[5], args[6]))
                 or single_window(args[1].meta.shape, args[2].meta.shape, args[4], args[5], args[6], transposed))

@@ -3342,3 +3342,28 @@ def test_where_of_one_value_for_both_branches_broadcasts(backend: lazy_core.Back
         lazy_core.mark_step()
         assert got.shape == expected.shape and got.dtype == expected.dtype
         assert torch.equal(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("name", on_backends())
+def test_conv_input_gradient_with_padding_wider_than_the_window(name):
+    """Fuzz seed 4474 program 35 (iree-cpu, the ``conv`` category): the input gradient of a
+    convolution whose padding is wider than its window's reach (a 1-wide window, padding 1,
+    stride 3: the first window lies wholly in the padding) gave the last input element a
+    gradient no window reads (``[0, 0, 3, 2]``, eager ``[0, 0, 3, 0]``); the reference backend
+    failed to compile it ("slice along dimension 3 runs out-of-bounds"): torch-mlir's
+    ``convolution_backward`` lowering slices its transposed convolution past the end. The
+    lowering writes such an input gradient as the regular convolution it is
+    (lowering/convolutions.py ``wide_padding``)."""
+    use_backend(name)
+    torch.manual_seed(0)
+    for (h, w), kernel, stride, padding in [((1, 4), (3, 1), (1, 3), (1, 1)), ((4, 4), 1, 3, 1),
+                                            ((4, 1), 1, (3, 1), (1, 0)), ((5, 6), 2, 2, (2, 1))]:
+        conv = torch.nn.Conv2d(2, 3, kernel, stride, padding)
+        lconv = copy.deepcopy(conv).to("lazy")
+        x = torch.randn(2, 2, h, w)
+        xc, xl = x.clone().requires_grad_(), lazy(x).requires_grad_()
+        (conv(xc) * torch.arange(1.0, 4.0)[:, None, None]).sum().backward()
+        (lconv(xl) * lazy(torch.arange(1.0, 4.0))[:, None, None]).sum().backward()
+        lazy_core.mark_step()
+        torch.testing.assert_close(xl.grad.cpu(), xc.grad, msg=str((h, w, kernel, stride, padding)))
+        torch.testing.assert_close(lconv.weight.grad.cpu(), conv.weight.grad)
