@@ -748,6 +748,25 @@ def _guard_round(b: _Bound, op: str, loc: Any) -> None:
         raise NotImplementedError(f'"round_cpu" not implemented for \'{name}\'')
 
 
+def _guard_convolution_backward(b: _Bound, op: str, loc: Any) -> None:
+    """An integer or bool convolution's input or weight gradient: eager's CPU kernels have no
+    such loop and raise NotImplementedError (a bias gradient alone is a sum, computed); lazy
+    raised it only at the read, from the eager fallback, as another exception type (fuzz seed
+    4475 program 17')."""
+    name = SCALAR_TYPE_NAMES.get(getattr(b.get("input"), "dtype", None))
+    mask = b.get("output_mask") or (False, False, False)
+    if name is None or not (mask[0] or mask[1]):
+        return
+    nd = getattr(b.get("weight"), "dim", lambda: 4)() - 2
+    if b.get("transposed"):
+        kernel = "slow_conv_transpose2d_backward_out_cpu" if mask[0] else "slow_conv_transpose2d_acc_grad_parameters_cpu"
+    elif not mask[0] and name == "Bool":  # the weight gradient's im2col refuses bool first
+        kernel = "compute_columns3d" if nd == 3 else "slow_conv2d_cpu"
+    else:
+        kernel = f"slow_conv{3 if nd == 3 else 2}d_cpu_grad_{'input' if mask[0] else 'weight'}"
+    raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+
+
 # Guards by schema name (in-place and out= variants share their op's arguments).
 _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     "embedding": _guard_embedding,
@@ -770,6 +789,7 @@ _GUARDS: dict[str, Callable[[_Bound, str, Any], None]] = {
     # The CPU's trace has no bool kernel; lazy summed the diagonal (a reductions sweep).
     "trace": _refusing_bool("trace", None, lambda b, op, loc: None),
     "round": _guard_round,
+    "convolution_backward": _guard_convolution_backward,
     "cumsum": _refusing_bool_result("cumsum_out_cpu"),
     "cumprod": _refusing_bool_result("cumprod_out_cpu"),
     "index_fill": _guard_dim_index(IndexError, negative_ok=True, empty_slices_unchecked=True),

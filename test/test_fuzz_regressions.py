@@ -3367,3 +3367,21 @@ def test_conv_input_gradient_with_padding_wider_than_the_window(name):
         lazy_core.mark_step()
         torch.testing.assert_close(xl.grad.cpu(), xc.grad, msg=str((h, w, kernel, stride, padding)))
         torch.testing.assert_close(lconv.weight.grad.cpu(), conv.weight.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool], ids=str)
+def test_integer_convolution_gradients_raise_at_the_call(eager_backend, dtype):
+    """Fuzz seed 4475 program 17' (a twin whose constant made the input int64): eager's CPU
+    kernels have no integer or bool loop for a convolution's input or weight gradient and raise
+    NotImplementedError; lazy raised only at the read, from the eager fallback, as another
+    exception type. A bias gradient alone (a sum) is computed by both."""
+    x, w, go = torch.ones(1, 2, 5, 5, dtype=dtype), torch.ones(2, 2, 3, 3), torch.ones(1, 2, 3, 3)
+    args = ([2], [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    for mask in ([True, True, True], [False, True, False]):
+        with pytest.raises(NotImplementedError) as want:
+            torch.ops.aten.convolution_backward(go, x, w, *args, mask)
+        with pytest.raises(NotImplementedError) as got:
+            torch.ops.aten.convolution_backward(lazy(go), lazy(x), lazy(w), *args, mask)
+        assert str(got.value) == str(want.value)
+    bias = torch.ops.aten.convolution_backward(lazy(go), lazy(x), lazy(w), *args, [False, False, True])[2]
+    torch.testing.assert_close(bias.cpu(), torch.ops.aten.convolution_backward(go, x, w, *args, [False, False, True])[2])
