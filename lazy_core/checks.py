@@ -749,12 +749,15 @@ def _guard_round(b: _Bound, op: str, loc: Any) -> None:
 
 
 def _guard_convolution_backward(b: _Bound, op: str, loc: Any) -> None:
-    """An integer or bool convolution's input or weight gradient: eager's CPU kernels have no
-    such loop and raise NotImplementedError (a bias gradient alone is a sum, computed); lazy
-    raised it only at the read, from the eager fallback, as another exception type (fuzz seed
-    4475 program 17')."""
-    name = SCALAR_TYPE_NAMES.get(getattr(b.get("input"), "dtype", None))
+    """An integer or bool convolution's input or weight gradient (gradient, input and weight of
+    one dtype): eager's CPU kernels have no such loop and raise NotImplementedError (a bias
+    gradient alone is a sum, computed); lazy raised it only at the read, from the eager
+    fallback, as another exception type (fuzz seed 4475 program 17')."""
+    dtypes = {getattr(b.get(a), "dtype", None) for a in ("grad_output", "input", "weight")}
+    name = SCALAR_TYPE_NAMES.get(dtypes.pop()) if len(dtypes) == 1 else None
     mask = b.get("output_mask") or (False, False, False)
+    # Mixed dtypes take other eager paths (some raise "expected scalar type Long but found
+    # Float" first, a RuntimeError): those still raise eager's error at the read.
     if name is None or not (mask[0] or mask[1]):
         return
     nd = getattr(b.get("weight"), "dim", lambda: 4)() - 2

@@ -811,7 +811,10 @@ def conv_gradients(g: Generator) -> Line | None:
         mask[1] = True
     numel = n * c * size[0] * size[1]
     reps = -(-numel // g.t(a).numel())
-    x = f"{a}.reshape(-1).round().clamp(-4, 4).repeat({reps})[:{numel}].reshape({n}, {c}, {size[0]}, {size[1]})"
+    # float32 even where a twin's constant made ``a`` an integer: eager's errors for mixed dtypes
+    # depend on the kernel it picks (RuntimeError or NotImplementedError), not a rule to match.
+    x = (f"{a}.reshape(-1).to(torch.float32).round().clamp(-4, 4).repeat({reps})[:{numel}]"
+         f".reshape({n}, {c}, {size[0]}, {size[1]})")
     wn, gn = f * (c // groups) * kernel[0] * kernel[1], n * f * out[0] * out[1]
     w = (f"(torch.arange({wn}, device=DEV, dtype=torch.float32) % 7 - 3)"
          f".reshape({f}, {c // groups}, {kernel[0]}, {kernel[1]})")
