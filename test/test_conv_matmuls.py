@@ -5,7 +5,7 @@ zoo step graph ran 178 -> 114 ms on one thread. Every form of a 2-d convolution'
 compared with eager here on every backend, the forms the rewrite takes (any stride, padding and
 dilation for the weight gradient; stride 1 and padding within the window's reach for the input
 gradient) and those it leaves (one input channel, a strided input gradient, a padding wider
-than the window, a grouped or float64 convolution), and iree-cpu must really rewrite them.
+than the window, a grouped convolution), and iree-cpu must really rewrite them.
 """
 
 from __future__ import annotations
