@@ -26,7 +26,12 @@ PyTorch's own error and keeps the process usable:
   step, fail when read or used, the way a failed execution's outputs do.
 
 Errors that need no data (a Python divisor of 0, a CPU index, an index into
-an empty dimension) raise at the call, as eagerly. ``LAZY_CHECKS=0`` turns
+an empty dimension) raise at the call, as eagerly. So do indices whose values
+the host already holds: a small index uploaded from the CPU keeps a host copy
+(``DeviceData.host``, ``lazy_core.host_eval``), the labels and token ids of
+nearly every training step. Checked there, it raises at the call and records
+nothing: the ten ops of a recorded check were a fifth of an MLP step's wall
+time. ``LAZY_CHECKS=0`` turns
 the checks off (the compiled code is then unsafe again).
 """
 
@@ -216,11 +221,7 @@ def _safe_index(
         return idx
     if not (_is_lazy(idx) or isinstance(idx, Output)):
         if isinstance(idx, torch.Tensor) and idx.numel() and idx.dtype not in (torch.bool, torch.uint8):
-            bad = (idx < lo) | (idx >= n)
-            if ignore is not None:
-                bad &= idx != ignore
-            if bool((bad.flatten()[:1] if first_only else bad).any()):
-                raise site.exc(site.message)
+            _check_on_host(idx, lo, n, site, ignore, first_only)
         return idx
     value = _value(idx)
     meta = value.meta
@@ -228,6 +229,13 @@ def _safe_index(
         return idx  # masks: data-dependent shapes, not checked here
     if n == 0 and ignore is None:
         raise site.exc(site.message)  # every index of an empty dimension is out of range
+    host = value.node.host if type(value.node) is DeviceData else None
+    if host is not None and _check_on_host(host, lo, n, site, ignore, first_only):
+        # A small index uploaded from the CPU (targets, token ids) is known here: checked now,
+        # raising at the call as eagerly, and no check recorded (ten ops per check, a third of
+        # an MLP step's trace time; bench/checks_cost.py).
+        metrics.counter_add("checks_on_host")
+        return idx
     acc = _acc()
     # One check per index value and bound: a backward op (embedding_dense_backward,
     # nll_loss_backward) reuses its forward's safe index.
@@ -247,6 +255,21 @@ def _safe_index(
     safe = _op(aten.masked_fill.Scalar, (value, bad, 0), loc)
     _state.memo[key] = (value.node, safe)
     return safe
+
+
+def _check_on_host(idx: torch.Tensor, lo: int, n: int, site: _Site, ignore: int | None, first_only: bool) -> bool:
+    """Raise ``site``'s error if CPU index ``idx`` has an entry out of ``[lo, n)`` (``ignore``
+    allowed; with ``first_only`` only the first entry counts). True if every entry is in range,
+    so the index needs no safe copy."""
+    low, high = torch.aminmax(idx)
+    if lo <= int(low) and int(high) < n:
+        return True
+    bad = (idx < lo) | (idx >= n)
+    if ignore is not None:
+        bad &= idx != ignore
+    if bool((bad.flatten()[:1] if first_only else bad).any()):
+        raise site.exc(site.message)
+    return not bool(bad.any())
 
 
 def _dim_size(t: Any, dim: int) -> int:

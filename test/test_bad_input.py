@@ -276,6 +276,41 @@ def test_error_surfaces_at_the_read_not_at_mark_step(checked: lazy_core.BackendI
 
 
 @pytest.mark.parametrize("checked", _in_process_backends(), indirect=True)
+def test_uploaded_indices_are_checked_on_the_host_at_the_call(checked: lazy_core.BackendImpl,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small index uploaded from the CPU (labels, token ids) has a host copy (lazy_core.host_eval):
+    its check runs there, at the call as eagerly, and records nothing (ten ops per check were a
+    third of an MLP step's trace time). A computed index is still checked on the device."""
+    monkeypatch.setenv("LAZY_HOST_EVAL", "1")  # the suite's default is 0: host copies are kept only with it
+    w, logits = torch.randn(5, 3), torch.randn(3, 4)
+    lazy_core.metrics.reset()
+    ids, target = torch.tensor([1, 4, 0]), torch.tensor([1, -100, 3])  # -100: cross_entropy's ignore_index
+    torch.testing.assert_close(F.embedding(ids.to("lazy"), w.to("lazy")).cpu(), F.embedding(ids, w))
+    torch.testing.assert_close(F.cross_entropy(logits.to("lazy"), target.to("lazy")).cpu(), F.cross_entropy(logits, target))
+    assert lazy_core.metrics.counter("checks_on_host") == 2
+    assert lazy_core.metrics.counter("checks_recorded") == 0
+    with pytest.raises(IndexError, match="index out of range in self"):
+        F.embedding(torch.tensor([1, 9]).to("lazy"), w.to("lazy"))  # no read: the call raises
+    with pytest.raises(IndexError, match="out of bounds"):
+        F.cross_entropy(logits.to("lazy"), torch.tensor([1, 7, 0]).to("lazy"))
+    # One sample: eager's backward reads target[0] only; the other entries are made safe on the device.
+    grad, x, weight, total = torch.tensor(0.5), torch.randn(3), torch.tensor([1.0, 2.0, 3.0]), torch.tensor(2.0)
+
+    def backward(t: torch.Tensor, d: str) -> torch.Tensor:
+        return torch.ops.aten.nll_loss_backward(grad.to(d), x.to(d), t.to(d), weight.to(d), 1, -100, total.to(d))
+
+    torch.testing.assert_close(backward(torch.tensor([1, 7, -5]), "lazy").cpu(), backward(torch.tensor([1, 7, -5]), "cpu"))
+    with pytest.raises(IndexError, match="out of bounds"):
+        backward(torch.tensor([5, 1, 1]), "lazy")
+    # Computed on the device: no host copy, so the check is recorded and raises at the read.
+    y = F.embedding(torch.tensor([1, 4]).to("lazy") * 2, w.to("lazy"))
+    with pytest.raises(IndexError, match="index out of range in self"):
+        y.cpu()
+    del y
+    gc.collect()
+
+
+@pytest.mark.parametrize("checked", _in_process_backends(), indirect=True)
 def test_other_outputs_of_a_failed_step_raise_its_error(checked: lazy_core.BackendImpl) -> None:
     """Every output of the step whose check failed is unusable, read or used (the placeholder
     that carries the error was built with a wrong call and silently skipped until a regression)."""
