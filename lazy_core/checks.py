@@ -229,7 +229,7 @@ def _safe_index(
         return idx  # masks: data-dependent shapes, not checked here
     if n == 0 and ignore is None:
         raise site.exc(site.message)  # every index of an empty dimension is out of range
-    host = value.node.host if type(value.node) is DeviceData else None
+    host = _host_copy(idx, value)
     if host is not None and _check_on_host(host, lo, n, site, ignore, first_only):
         # A small index uploaded from the CPU (targets, token ids) is known here: checked now,
         # raising at the call as eagerly, and no check recorded (ten ops per check, a third of
@@ -255,6 +255,26 @@ def _safe_index(
     safe = _op(aten.masked_fill.Scalar, (value, bad, 0), loc)
     _state.memo[key] = (value.node, safe)
     return safe
+
+
+def _host_copy(idx: Any, value: Output) -> torch.Tensor | None:
+    """The value of lazy index ``idx`` (IR value ``value``) as the host knows it, or None: the
+    host copy of the uploaded leaf it is or views (``labels.view(-1)``, ``position_ids[:, :n]``),
+    through its view steps."""
+    if type(value.node) is DeviceData:
+        return value.node.host
+    if not _is_lazy(idx) or not idx._lz_view:
+        return None
+    base = idx._lz_storage.value
+    host = base.node.host if type(base.node) is DeviceData else None
+    # The copy is contiguous; a view step that addresses memory (as_strided) needs the same layout.
+    if host is None or tuple(host.stride()) != tuple(base.meta.stride):
+        return None
+    for step in idx._lz_view:
+        if any(isinstance(a, Output | torch.Tensor) for a in (*step.rest, *step.kwargs.values())):
+            return None
+        host = step.op(host, *step.rest, **step.kwargs)
+    return host
 
 
 def _check_on_host(idx: torch.Tensor, lo: int, n: int, site: _Site, ignore: int | None, first_only: bool) -> bool:

@@ -287,8 +287,16 @@ def test_uploaded_indices_are_checked_on_the_host_at_the_call(checked: lazy_core
     ids, target = torch.tensor([1, 4, 0]), torch.tensor([1, -100, 3])  # -100: cross_entropy's ignore_index
     torch.testing.assert_close(F.embedding(ids.to("lazy"), w.to("lazy")).cpu(), F.embedding(ids, w))
     torch.testing.assert_close(F.cross_entropy(logits.to("lazy"), target.to("lazy")).cpu(), F.cross_entropy(logits, target))
-    assert lazy_core.metrics.counter("checks_on_host") == 2
+    # Through views of the uploaded leaf too (HF models: ``labels.view(-1)``, ``position_ids[:, :n]``).
+    labels = torch.tensor([[1, 2], [3, 0]])
+    torch.testing.assert_close(F.cross_entropy(torch.randn(4, 4).to("lazy"), labels.to("lazy").view(-1)).cpu().isfinite(),
+                               torch.tensor(True))
+    positions = torch.arange(5).unsqueeze(0)
+    torch.testing.assert_close(F.embedding(positions.to("lazy")[:, 1:3], w.to("lazy")).cpu(), F.embedding(positions[:, 1:3], w))
+    assert lazy_core.metrics.counter("checks_on_host") == 4
     assert lazy_core.metrics.counter("checks_recorded") == 0
+    with pytest.raises(IndexError, match="out of bounds"):
+        F.cross_entropy(torch.randn(4, 4).to("lazy"), torch.tensor([[1, 2], [3, 9]]).to("lazy").view(-1))
     with pytest.raises(IndexError, match="index out of range in self"):
         F.embedding(torch.tensor([1, 9]).to("lazy"), w.to("lazy"))  # no read: the call raises
     with pytest.raises(IndexError, match="out of bounds"):
