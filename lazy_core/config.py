@@ -128,6 +128,10 @@ VARIABLES: dict[str, Variable] = {
         Variable("LAZY_DYNAMIC_SPECULATE", "bool", True,
                  "When a graph goes dynamic, compile ahead the dynamic plan of a recent graph that made tensors "
                  "of a size it made dynamic (a generate() prefill; lazy_core.dynamic_shapes)."),
+        Variable("LAZY_GC_YOUNG", "int", 10000,
+                 "At the first mark_step(), CPython's youngest-generation threshold is raised to this many "
+                 "objects if it is still its default 700 (lazy_core.gc_debt: a step's IR objects then die "
+                 "young instead of filling the oldest generation); 0 leaves the collector alone.", minimum=0),
         Variable("LAZY_HOST_EVAL", "bool", True,
                  "At a scalar read, run a small graph of values the host holds on the host instead of "
                  "compiling it (lazy_core.host_eval), and read a view of device data by viewing its "

@@ -219,6 +219,7 @@ class GraphExecutor:
         told about yet (Note [Failed executions are transactions]); this
         step is queued by then, and the failed one was rolled back.
         """
+        gc_debt.tune_young_generation()  # once: a step's IR objects die young (lazy_core.gc_debt)
         live = self.live_storages()
         pending = [s for s in live if not s.value.node.is_leaf()]
         self._cone_reads = 0
