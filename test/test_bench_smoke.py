@@ -52,6 +52,29 @@ def test_train_step_quick_mlp(tmp_path: Path) -> None:
     assert lazy["losses_agree_with_eager"], (lazy["losses"], data["models"]["mlp"]["eager"]["losses"])
     assert lazy["compiles_steady"] == 0
     assert lazy["ms_per_step"] > 0
+    # Eager's perturbed twin: as many losses, and for this non-chaotic MLP it stays close.
+    eager = data["models"]["mlp"]["eager"]
+    assert len(eager["losses_perturbed"]) == len(eager["losses"])
+    assert lazy["eager_self_divergence_max"] < 1e-4, lazy["eager_self_divergence_max"]
+
+
+def test_losses_agree_within_eagers_own_sensitivity() -> None:
+    """A chaotic model's losses drift from eager's by rounding alone (the zoo's ResNet-18: eager
+    float32 and float64 differ by 0.017 at step 5): a loss agrees within ``SENSITIVITY`` times
+    eager's divergence from its perturbed twin at that step, and not beyond it."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import train_step
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    eager = {"losses": [2.0, 1.5, 1.0], "losses_perturbed": [2.0, 1.5, 1.01]}
+    drifted = {"losses": [2.0, 1.5, 1.05]}  # 0.05 off where eager itself moved 0.01
+    beyond = {"losses": [2.0, 1.5, 1.2]}  # 0.2 off: more than 10 x 0.01
+    results = {"eager": eager, "a": drifted, "b": beyond, "c": {"losses": [2.0, 1.55, 1.0]}}
+    train_step._compare_losses(results)
+    assert drifted["losses_agree_with_eager"] and drifted["eager_self_divergence_max"] == pytest.approx(0.01)
+    assert not beyond["losses_agree_with_eager"]
+    assert not results["c"]["losses_agree_with_eager"]  # where eager did not move, the fixed tolerance
 
 
 def test_compile_cache_quick(tmp_path: Path) -> None:
