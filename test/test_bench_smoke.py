@@ -62,9 +62,14 @@ def test_losses_agree_within_eagers_own_sensitivity() -> None:
     """A chaotic model's losses drift from eager's by rounding alone (the zoo's ResNet-18: eager
     float32 and float64 differ by 0.017 at step 5): a loss agrees within ``SENSITIVITY`` times
     eager's divergence from its perturbed twin at that step, and not beyond it."""
+    import importlib
+
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        import train_step
+        # bench's ``_common``, not another module of that name (examples/ has one too).
+        if getattr(sys.modules.get("_common"), "__file__", None) != str(ROOT / "bench" / "_common.py"):
+            sys.modules.pop("_common", None)
+        train_step = importlib.import_module("train_step")
     finally:
         sys.path.remove(str(ROOT / "bench"))
     eager = {"losses": [2.0, 1.5, 1.0], "losses_perturbed": [2.0, 1.5, 1.01]}
