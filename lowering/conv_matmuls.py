@@ -1,5 +1,5 @@
-"""Convolution gradients as matmuls over an im2col (one channels-last matmul, or one per image for
-few input channels) and bias gradients as two sums, for targets whose matmul code beats their
+"""Convolutions and their gradients as matmuls over an im2col (one channels-last matmul, or one
+per image), and bias gradients as two sums, for targets whose matmul code beats their
 convolution code (``LoweringContext(conv_gradients_as_matmuls=True)``).
 
 IREE 3.13's CPU code for the two gradients of a 2-d convolution is slow next to its matmuls:
@@ -29,8 +29,25 @@ over the batch (``batched_weight_gradient``); one thread, ``iree-benchmark-modul
 | 64, 1 -> 8, 28 x 28 (``make demo``'s first) | 0.50-0.55 | 0.32-0.33 |
 | 16, 3 -> 16, 32 x 32 (ResNet-18 zoo stem) | 0.84 | 0.42 |
 | 64, 8 -> 16, 14 x 14 (the channels-last matmul above: 0.83) | - | 1.17 |
-The forward convolution is left to IREE: the same form was faster for some sizes and slower for
-others (4.28 against 3.01 ms at 16 channels, 32 x 32).
+The forward convolution is not written as that channels-last matmul (4.28 against IREE's 3.01 ms
+at 16 channels, 32 x 32) but as one matmul per image, the weight's ``[F, C*KH*KW]`` matrix times
+the image's NCHW im2col stacked from strided slices, which IREE fuses into the matmul
+(``batched_convolution``), where the output has at least ``MIN_FORWARD_POSITIONS`` positions;
+one thread, ``iree-benchmark-module``, ms, IREE's im2col -> per-image matmuls:
+
+| convolution (batch, in -> out channels, output size) | forward |
+|---|---|
+| 64, 1 -> 8, 28 x 28 (``make demo``'s first) | 0.42 -> 0.18 |
+| 64, 8 -> 16, 14 x 14 (``make demo``'s second) | 1.03 -> 0.61 |
+| 16, 16 -> 16, 32 x 32 | 1.85 -> 1.21 |
+| 16, 32 -> 32, 16 x 16 | 1.13 -> 0.91 |
+| 16, 64 -> 64, 8 x 8 | 0.91 -> 0.84 |
+| 16, 128 -> 128, 4 x 4 (left to IREE) | 0.82 -> 0.99 |
+
+Inside a whole step graph IREE does not always fuse the stacked slices (``make demo``'s second
+convolution's became nine copies), so the step gains less than the table: the demo's graph 5.09
+-> 4.77 ms of dispatches, the ResNet-18 zoo step 73.9-76.6 -> 72.3-73.0 ms (one thread, with the
+weight gradients below).
 
 Which gradients: those of 2-d, ungrouped, regular (not transposed) float32 convolutions. The
 input gradient only for stride 1 (a strided one's adjoint spreads the gradient out with zeros:
@@ -47,7 +64,9 @@ demo``'s step graph from 6.34 to 5.09 ms of dispatches, one thread.
 
 from __future__ import annotations
 
+import functools
 import operator
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -98,6 +117,50 @@ def batched_weight_gradient(grad: torch.Tensor, x: torch.Tensor, kernel: list[in
                         for i in range(kh) for j in range(kw)], dim=2)  # [N, C, KH*KW, OH, OW]
     cols = cols.reshape(n, c * kh * kw, oh * ow)
     return torch.bmm(grad.reshape(n, f, oh * ow), cols.transpose(1, 2)).sum(0).reshape(f, c, kh, kw)
+
+
+#: Fewest output positions (``OH * OW``) for which a forward convolution is rewritten (the
+#: module doc's table: with 4 x 4 outputs of 128 channels IREE's own code won).
+MIN_FORWARD_POSITIONS = 64
+
+
+def batched_convolution(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: list[int],
+                        padding: list[int], dilation: list[int]) -> torch.Tensor:
+    """``conv2d(x, weight, bias, stride, padding, dilation)`` as one matmul per image: the
+    weight's ``[F, C*KH*KW]`` matrix times the image's ``[C*KH*KW, OH*OW]`` im2col (NCHW's
+    order, one strided slice per window position, stacked: IREE fuses them into the matmul)."""
+    n, c, f, (kh, kw) = x.shape[0], x.shape[1], weight.shape[0], weight.shape[2:]
+    oh, ow = (_out_size(x.shape[2 + d], weight.shape[2 + d], stride[d], padding[d], dilation[d]) for d in range(2))
+    xp = aten.constant_pad_nd(x, [padding[1], padding[1], padding[0], padding[0]], 0.0)
+    (sh, sw), (dh, dw) = stride, dilation
+    cols = torch.stack([xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                        for i in range(kh) for j in range(kw)], dim=2).reshape(n, c * kh * kw, oh * ow)
+    out = torch.matmul(weight.reshape(f, c * kh * kw), cols).reshape(n, f, oh, ow)
+    return out if bias is None else out + bias.reshape(1, f, 1, 1)
+
+
+def _out_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def forward_applies(args: tuple) -> bool:
+    """Whether this ``convolution`` is rewritten (``batched_convolution``): 2-d, ungrouped,
+    regular, float32, with at least ``MIN_FORWARD_POSITIONS`` output positions."""
+    x, weight = (a.meta.get("val") if hasattr(a, "meta") else None for a in args[:2])
+    bias = args[2]
+    stride, padding, dilation, transposed, _, groups = args[3:9]
+    if not (isinstance(x, torch.Tensor) and isinstance(weight, torch.Tensor)) or weight.dim() != 4 or x.dim() != 4:
+        return False
+    if bias is not None and not (hasattr(bias, "meta") and isinstance(bias.meta.get("val"), torch.Tensor)
+                                 and bias.meta["val"].dtype == torch.float32):
+        return False
+    params = (*stride, *padding, *dilation)
+    if (transposed or groups != 1 or x.dtype != torch.float32 or weight.dtype != torch.float32
+            or not len(stride) == len(padding) == len(dilation) == 2
+            or not all(isinstance(v, int) for v in params) or min(padding) < 0 or x.numel() == 0):
+        return False
+    out = [_out_size(x.shape[2 + d], weight.shape[2 + d], stride[d], padding[d], dilation[d]) for d in range(2)]
+    return min(out) >= 1 and out[0] * out[1] >= MIN_FORWARD_POSITIONS
 
 
 def convolve(x: torch.Tensor, weight: torch.Tensor, padding: list[int], dilation: list[int]) -> torch.Tensor:
@@ -178,41 +241,71 @@ def _bound(stride: list[int], padding: list[int], dilation: list[int], output_pa
     return fn
 
 
-#: ``_gradients`` traced, by argument shapes, strides and convolution parameters.
+def _bound_forward(stride: list[int], padding: list[int], dilation: list[int], bias: bool) -> Any:
+    """``batched_convolution`` of ``(x, weight, bias)`` or ``(x, weight)`` alone (what
+    ``make_fx`` traces: it takes every parameter of the function for an input)."""
+
+    def with_bias(x: torch.Tensor, weight: torch.Tensor, b: torch.Tensor) -> tuple:
+        return (batched_convolution(x, weight, b, stride, padding, dilation),)
+
+    def without(x: torch.Tensor, weight: torch.Tensor) -> tuple:
+        return (batched_convolution(x, weight, None, stride, padding, dilation),)
+
+    return with_bias if bias else without
+
+
+#: The rewrites traced, by argument shapes, strides and convolution parameters.
 _traced: dict[tuple, Any] = {}
 
 
-def convolution_gradients_as_matmuls(g: Graph) -> bool:
-    """Rewrite the gradients of ``g``'s ``convolution_backward`` calls that ``_applies`` takes;
-    True if any was."""
+def _splice(g: Graph, node: Any, inputs: list, key: tuple, make: Callable[[], Callable]) -> Any:
+    """The results of ``make()``'s function of ``inputs`` (nodes of ``g``), traced (once per
+    ``key``) and copied into ``g`` before ``node``, carrying its source line."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    examples = [(tuple(e.shape), tuple(e.stride())) for e in (a.meta["val"] for a in inputs)]
+    key = (*examples, *key)
+    traced = _traced.get(key)
+    if traced is None:  # tracing costs tens of ms; a model repeats the same few convolutions
+        traced = make_fx(make(), tracing_mode="fake")(
+            *[torch.empty_strided(shape, strides, dtype=torch.float32, device="meta") for shape, strides in examples])
+        if len(_traced) < 256:
+            _traced[key] = traced
+    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    before = set(g.nodes)
+    with g.inserting_before(node):
+        results = g.graph_copy(traced.graph, dict(zip(placeholders, inputs, strict=True)))
+    if "stack_trace" in node.meta:  # the new nodes carry the convolution's source line
+        for n in g.nodes:
+            if n not in before:
+                n.meta["stack_trace"] = node.meta["stack_trace"]
+    return results
+
+
+def convolution_gradients_as_matmuls(g: Graph) -> bool:
+    """Rewrite the forward 2-d convolutions ``forward_applies`` takes, and the gradients of
+    ``g``'s ``convolution_backward`` calls that ``_applies`` takes; True if any was."""
     changed = False
+    for node, _, _ in calls_on_tensors(g, (aten.convolution.default,)):
+        if not forward_applies(node.args):
+            continue
+        stride, padding, dilation = (list(node.args[i]) for i in (3, 4, 5))
+        inputs = [node.args[0], node.args[1], *([node.args[2]] if node.args[2] is not None else [])]
+        result = _splice(g, node, inputs, ("forward", tuple(stride), tuple(padding), tuple(dilation)),
+                         functools.partial(_bound_forward, stride, padding, dilation, len(inputs) == 3))
+        node.replace_all_uses_with(result[0])
+        g.erase_node(node)
+        changed = True
     for node, _, _ in calls_on_tensors(g, (aten.convolution_backward.default,)):
         rewrite_input, rewrite_weight = _applies(node.args)
         if not (rewrite_input or rewrite_weight):
             continue
         stride, padding, dilation = (list(node.args[i]) for i in (4, 5, 6))
         output_padding, mask = list(node.args[8]), [bool(m) for m in node.args[10]]
-
-        examples = [(tuple(e.shape), tuple(e.stride())) for e in (a.meta["val"] for a in node.args[:3])]
-        key = (*examples, tuple(stride), tuple(padding), tuple(dilation), tuple(output_padding), tuple(mask),
+        key = (tuple(stride), tuple(padding), tuple(dilation), tuple(output_padding), tuple(mask),
                rewrite_input, rewrite_weight)
-        traced = _traced.get(key)
-        if traced is None:  # tracing costs tens of ms; a model repeats the same few convolutions
-            fn = _bound(stride, padding, dilation, output_padding, mask, rewrite_input, rewrite_weight)
-            traced = make_fx(fn, tracing_mode="fake")(
-                *[torch.empty_strided(shape, strides, dtype=torch.float32, device="meta") for shape, strides in examples])
-            if len(_traced) < 256:
-                _traced[key] = traced
-        placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
-        before = set(g.nodes)
-        with g.inserting_before(node):
-            results = g.graph_copy(traced.graph, dict(zip(placeholders, node.args[:3], strict=True)))
-        if "stack_trace" in node.meta:  # the new nodes carry the convolution's source line
-            for n in g.nodes:
-                if n not in before:
-                    n.meta["stack_trace"] = node.meta["stack_trace"]
+        results = _splice(g, node, list(node.args[:3]), key, functools.partial(
+            _bound, stride, padding, dilation, output_padding, mask, rewrite_input, rewrite_weight))
         for user in list(node.users):
             if user.op != "call_function" or user.target is not operator.getitem:
                 raise AssertionError(f"convolution_backward used by {user.format_node()}")

@@ -153,3 +153,45 @@ def test_the_reference_backend_keeps_convolution_backward():
     mlir = _lowered_backward("reference", CASES["3x3 same"])
     assert "torch.aten.mm " not in mlir
     assert "torch.aten.convolution_backward" in mlir
+
+
+#: (batch, in, out, height, width, kernel, stride, padding, dilation, bias): forward convolutions
+#: with at least ``MIN_FORWARD_POSITIONS`` output positions, which iree-cpu computes as one
+#: matmul per image.
+FORWARD_CASES = {
+    "3x3 same, bias": (2, 8, 16, 14, 14, 3, 1, 1, 1, True),
+    "one input channel": (3, 1, 4, 10, 9, 3, 1, 1, 1, True),
+    "7x7 stride 2 stem": (2, 3, 8, 23, 22, 7, 2, 3, 1, False),
+    "dilated, no padding": (2, 5, 3, 13, 12, 3, 1, 0, 2, True),
+    "1x1": (2, 16, 4, 8, 8, 1, 1, 0, 1, False),
+}
+
+
+@pytest.mark.parametrize("case", FORWARD_CASES.values(), ids=FORWARD_CASES.keys())
+def test_forward_convolution_matches_eager(backend, case):
+    """A forward convolution's value, as eager's to float32 rounding, on every backend."""
+    n, c, f, h, w, k, s, p, d, bias = case
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(c, f, k, stride=s, padding=p, dilation=d, bias=bias)
+    x = torch.randn(n, c, h, w)
+    with torch.no_grad():
+        got = conv.to("lazy")(x.to("lazy"))
+        lazy_core.mark_step()
+        torch.testing.assert_close(got.cpu(), conv.cpu()(x), rtol=1e-5, atol=1e-5)
+
+
+def test_iree_cpu_computes_large_forward_convolutions_as_batched_matmuls():
+    """iree-cpu lowers a convolution with at least ``MIN_FORWARD_POSITIONS`` output positions as
+    a matmul per image (no ``convolution`` left) and leaves a smaller one to IREE."""
+    def lowered(h: int) -> str:
+        b = use_backend("iree-cpu")
+        torch.manual_seed(0)
+        conv = torch.nn.Conv2d(8, 16, 3, padding=1).to("lazy")
+        y = conv(torch.randn(2, 8, h, h).to("lazy"))
+        return b.lower(build_graph([y._lz_value()])).mlir
+
+    large = lowered(8)  # 64 positions
+    assert "torch.aten.convolution " not in large and "torch.aten.bmm " in large, large
+    small = lowered(7)
+    assert "torch.aten.convolution " in small and "torch.aten.bmm " not in small, small
+    assert conv_matmuls.MIN_FORWARD_POSITIONS == 64

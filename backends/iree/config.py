@@ -168,9 +168,9 @@ class TargetSpec:
     #: IREE 3.13's CPU code has no float64 ``math.erf`` (MLIR's expansion is float32 only;
     #: its CUDA code calls libdevice's ``erf``, which has one).
     float64_erf: bool = False
-    #: Compute 2-d convolutions' gradients as one matmul over a channels-last im2col
-    #: (``lowering/conv_matmuls.py``): IREE 3.13's CPU code for them ran 1.5-3x slower than
-    #: its matmul code for the same products.
+    #: Compute 2-d convolutions (forward, above 64 output positions) and their gradients as
+    #: matmuls over an im2col (``lowering/conv_matmuls.py``): IREE 3.13's CPU code for them ran
+    #: 1.2-3x slower than its matmul code for the same products.
     conv_gradients_as_matmuls: bool = False
     #: Ops left to run eagerly (``supports_op``) although the lowering decomposes them: their
     #: decomposition does not compile for this target, and a graph that fails to compile runs
