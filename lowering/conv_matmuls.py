@@ -66,13 +66,12 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
 from torch.fx import Graph
 
-from .fx_rewrite import calls_on_tensors
+from .fx_rewrite import calls_on_tensors, splice_traced
 
 __all__ = ["MIN_CHANNELS", "batched_weight_gradient", "convolution_gradients_as_matmuls", "im2col", "input_gradient",
            "weight_gradient"]
@@ -258,30 +257,6 @@ def _bound_forward(stride: list[int], padding: list[int], dilation: list[int], b
 _traced: dict[tuple, Any] = {}
 
 
-def _splice(g: Graph, node: Any, inputs: list, key: tuple, make: Callable[[], Callable]) -> Any:
-    """The results of ``make()``'s function of ``inputs`` (nodes of ``g``), traced (once per
-    ``key``) and copied into ``g`` before ``node``, carrying its source line."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    examples = [(tuple(e.shape), tuple(e.stride())) for e in (a.meta["val"] for a in inputs)]
-    key = (*examples, *key)
-    traced = _traced.get(key)
-    if traced is None:  # tracing costs tens of ms; a model repeats the same few convolutions
-        traced = make_fx(make(), tracing_mode="fake")(
-            *[torch.empty_strided(shape, strides, dtype=torch.float32, device="meta") for shape, strides in examples])
-        if len(_traced) < 256:
-            _traced[key] = traced
-    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
-    before = set(g.nodes)
-    with g.inserting_before(node):
-        results = g.graph_copy(traced.graph, dict(zip(placeholders, inputs, strict=True)))
-    if "stack_trace" in node.meta:  # the new nodes carry the convolution's source line
-        for n in g.nodes:
-            if n not in before:
-                n.meta["stack_trace"] = node.meta["stack_trace"]
-    return results
-
-
 def convolution_gradients_as_matmuls(g: Graph) -> bool:
     """Rewrite the forward 2-d convolutions ``forward_applies`` takes, and the gradients of
     ``g``'s ``convolution_backward`` calls that ``_applies`` takes; True if any was."""
@@ -291,7 +266,7 @@ def convolution_gradients_as_matmuls(g: Graph) -> bool:
             continue
         stride, padding, dilation = (list(node.args[i]) for i in (3, 4, 5))
         inputs = [node.args[0], node.args[1], *([node.args[2]] if node.args[2] is not None else [])]
-        result = _splice(g, node, inputs, ("forward", tuple(stride), tuple(padding), tuple(dilation)),
+        result = splice_traced(g, node, inputs, _traced, ("forward", tuple(stride), tuple(padding), tuple(dilation)),
                          functools.partial(_bound_forward, stride, padding, dilation, len(inputs) == 3))
         node.replace_all_uses_with(result[0])
         g.erase_node(node)
@@ -304,7 +279,7 @@ def convolution_gradients_as_matmuls(g: Graph) -> bool:
         output_padding, mask = list(node.args[8]), [bool(m) for m in node.args[10]]
         key = (tuple(stride), tuple(padding), tuple(dilation), tuple(output_padding), tuple(mask),
                rewrite_input, rewrite_weight)
-        results = _splice(g, node, list(node.args[:3]), key, functools.partial(
+        results = splice_traced(g, node, list(node.args[:3]), _traced, key, functools.partial(
             _bound, stride, padding, dilation, output_padding, mask, rewrite_input, rewrite_weight))
         for user in list(node.users):
             if user.op != "call_function" or user.target is not operator.getitem:

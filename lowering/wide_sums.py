@@ -41,7 +41,7 @@ from torch.fx import Node as FxNode
 from lazy_core.ir import TensorMeta
 
 from .fx_meta import meta_tensor, set_meta
-from .fx_rewrite import calls_on_tensors, reroute_uses
+from .fx_rewrite import calls_on_tensors, reroute_uses, splice_traced
 
 __all__ = ["accumulate_sums_in_float64", "widen_decomposed_sums"]
 
@@ -170,8 +170,6 @@ _traced: dict[tuple, Any] = {}
 def widen_decomposed_sums(g: Graph) -> bool:
     """Write the float32 ops torch-mlir would decompose into float32 sums as their parts with
     float64 sums (the module docstring); True if ``g`` changed."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     changed = False
     for node in list(g.nodes):
         if node.op != "call_function" or node.target not in (*_SOFTMAXES, aten.nll_loss_forward.default):
@@ -180,21 +178,7 @@ def widen_decomposed_sums(g: Graph) -> bool:
         if found is None:
             continue
         run, operands, key = found
-        vals = [o.meta["val"] for o in operands]
-        key = (*key, *((tuple(v.shape), tuple(v.stride()), v.dtype) for v in vals))
-        traced = _traced.get(key)
-        if traced is None:  # tracing costs tens of ms; a model repeats the same few shapes
-            examples = [torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta") for v in vals]
-            traced = make_fx(run, tracing_mode="fake")(*examples)
-            if len(_traced) < 256:
-                _traced[key] = traced
-        placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
-        before = set(g.nodes)
-        with g.inserting_before(node):
-            result = g.graph_copy(traced.graph, dict(zip(placeholders, operands, strict=True)))
-        for n in g.nodes:
-            if n not in before and "stack_trace" in node.meta:  # the new nodes carry the op's line
-                n.meta["stack_trace"] = node.meta["stack_trace"]
+        result = splice_traced(g, node, list(operands), _traced, key, lambda run=run: run)
         if isinstance(result, (list, tuple)):  # nll_loss_forward: its users read the results by index
             for user in list(node.users):
                 if user.target is operator.getitem:
