@@ -73,7 +73,8 @@ from torch.fx import Graph
 
 from .fx_rewrite import calls_on_tensors, splice_traced
 
-__all__ = ["MIN_CHANNELS", "batched_weight_gradient", "convolution_gradients_as_matmuls", "im2col", "input_gradient",
+__all__ = ["MIN_CHANNELS", "MIN_FORWARD_POSITIONS", "batched_convolution", "batched_weight_gradient",
+           "convolution_gradients_as_matmuls", "forward_applies", "im2col", "input_gradient", "nchw_im2col",
            "weight_gradient"]
 
 aten = torch.ops.aten
@@ -110,12 +111,21 @@ def batched_weight_gradient(grad: torch.Tensor, x: torch.Tensor, kernel: list[in
     per image, ``grad``'s ``[F, OH*OW]`` matrix times the image's ``[OH*OW, C*KH*KW]`` im2col
     (built ``[C*KH*KW, OH*OW]``, NCHW's order, and read transposed), summed over the batch."""
     n, c, f, (oh, ow) = x.shape[0], x.shape[1], grad.shape[1], grad.shape[2:]
+    cols = nchw_im2col(x, kernel, stride, padding, dilation, [oh, ow])
+    return torch.bmm(grad.reshape(n, f, oh * ow), cols.transpose(1, 2)).sum(0).reshape(f, c, *kernel)
+
+
+def nchw_im2col(x: torch.Tensor, kernel: list[int], stride: list[int], padding: list[int],
+                dilation: list[int], out_size: list[int]) -> torch.Tensor:
+    """``[N, C*KH*KW, OH*OW]``: each image's windows, ordered by channel, window row, window
+    column (the weight's order), one strided slice of the padded input per window position,
+    stacked (IREE fuses such a stack into the matmul reading it)."""
+    n, c = x.shape[0], x.shape[1]
     xp = aten.constant_pad_nd(x, [padding[1], padding[1], padding[0], padding[0]], 0.0)
-    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out_size
     cols = torch.stack([xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
                         for i in range(kh) for j in range(kw)], dim=2)  # [N, C, KH*KW, OH, OW]
-    cols = cols.reshape(n, c * kh * kw, oh * ow)
-    return torch.bmm(grad.reshape(n, f, oh * ow), cols.transpose(1, 2)).sum(0).reshape(f, c, kh, kw)
+    return cols.reshape(n, c * kh * kw, oh * ow)
 
 
 #: Fewest output positions (``OH * OW``) for which a forward convolution is rewritten (the
@@ -128,13 +138,10 @@ def batched_convolution(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     """``conv2d(x, weight, bias, stride, padding, dilation)`` as one matmul per image: the
     weight's ``[F, C*KH*KW]`` matrix times the image's ``[C*KH*KW, OH*OW]`` im2col (NCHW's
     order, one strided slice per window position, stacked: IREE fuses them into the matmul)."""
-    n, c, f, (kh, kw) = x.shape[0], x.shape[1], weight.shape[0], weight.shape[2:]
-    oh, ow = (_out_size(x.shape[2 + d], weight.shape[2 + d], stride[d], padding[d], dilation[d]) for d in range(2))
-    xp = aten.constant_pad_nd(x, [padding[1], padding[1], padding[0], padding[0]], 0.0)
-    (sh, sw), (dh, dw) = stride, dilation
-    cols = torch.stack([xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
-                        for i in range(kh) for j in range(kw)], dim=2).reshape(n, c * kh * kw, oh * ow)
-    out = torch.matmul(weight.reshape(f, c * kh * kw), cols).reshape(n, f, oh, ow)
+    n, f, kernel = x.shape[0], weight.shape[0], list(weight.shape[2:])
+    oh, ow = (_out_size(x.shape[2 + d], kernel[d], stride[d], padding[d], dilation[d]) for d in range(2))
+    cols = nchw_im2col(x, kernel, stride, padding, dilation, [oh, ow])
+    out = torch.matmul(weight.reshape(f, -1), cols).reshape(n, f, oh, ow)
     return out if bias is None else out + bias.reshape(1, f, 1, 1)
 
 
