@@ -173,7 +173,7 @@ def convolve(x: torch.Tensor, weight: torch.Tensor, padding: list[int], dilation
     """``conv2d(x, weight, padding=padding, dilation=dilation)`` (stride 1, padding >= 0) as the
     im2col matrix times the weight's ``[KH*KW*C, F]`` matrix."""
     n, f, kernel = x.shape[0], weight.shape[0], list(weight.shape[2:])
-    out = [x.shape[2 + d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) for d in range(2)]
+    out = [_out_size(x.shape[2 + d], kernel[d], 1, padding[d], dilation[d]) for d in range(2)]
     cols = im2col(x, kernel, [1, 1], padding, dilation, out)
     matrix = weight.permute(2, 3, 1, 0).reshape(-1, f)
     return (cols @ matrix).reshape(n, out[0], out[1], f).permute(0, 3, 1, 2)
