@@ -3388,3 +3388,37 @@ def test_integer_convolution_gradients_raise_at_the_call(eager_backend, dtype):
         assert str(got.value) == str(want.value)
     bias = torch.ops.aten.convolution_backward(lazy(go), lazy(x), lazy(w), *args, [False, False, True])[2]
     torch.testing.assert_close(bias.cpu(), torch.ops.aten.convolution_backward(go, x, w, *args, [False, False, True])[2])
+
+
+@pytest.mark.parametrize("name", on_backends(
+    iree_cpu="open, upstream (IREE 3.13 llvm-cpu): a gather from a rank-reducing strided slice of a "
+             "3-d tensor fails to compile (\"LLVM Translation failed for operation: "
+             "builtin.unrealized_conversion_cast\"), any target CPU"))
+def test_fuzz_seed_4508_gather_from_a_doubly_sliced_tensor(name):
+    """Fuzz seed 4508 program 32 (``--only conv,index,data_error``): ``x[1, :, 3][idx]`` for a
+    3-d ``x``: the dispatch loads the ``[1, 3, 1]`` slice of ``x``'s buffer as a 1-d tensor and
+    gathers from it; llvm-cpu's lowering of that gather leaves an unrealized cast (``index``,
+    ``index_select``, int and float alike; a 2-d ``x[:, 3][idx]`` compiles). In default mode
+    the graph runs op by op, with eager's values. Strict xfail on iree-cpu: a fixed IREE
+    shows as an XPASS."""
+    use_backend(name)
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    idx = torch.tensor([2, 0, 2])
+    for program in (lambda t, i: t[1, :, 3][i], lambda t, i: t[1, :, 3].index_select(0, i)):
+        assert torch.equal(program(lazy(x), lazy(idx)).cpu(), program(x, idx))
+
+
+@pytest.mark.expect_fallback("compile_error")
+def test_fuzz_seed_4508_gather_runs_eagerly_on_iree_cpu(monkeypatch):
+    """The same gather in default (non-strict) mode on iree-cpu: the failed compile falls back to
+    PyTorch's kernels for that graph, with eager's values, instead of raising."""
+    if backend_unavailable_reason("iree-cpu"):
+        pytest.skip(f"backend iree-cpu unavailable: {backend_unavailable_reason('iree-cpu')}")
+    monkeypatch.delenv("LAZY_STRICT", raising=False)
+    use_backend("iree-cpu")
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    idx = torch.tensor([2, 0, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = lazy(x)[1, :, 3][lazy(idx)].cpu()
+    assert torch.equal(got, x[1, :, 3][idx])
