@@ -361,11 +361,12 @@ class _Slot:
         self.i = i
 
 
-# (id(op), arg key) -> (metas, output template, static id). The arg key is
+# (id(op), arg key, default dtype) -> (metas, output template, static id). The arg key is
 # exact: constants are type-tagged (``_const_key``), so the dict's equality
 # test is structural identity, and the entry's static id names the signature
 # in graph keys (lazy_core.ir, lazy_core.graph).
 _shape_cache: dict[tuple, tuple[tuple[TensorMeta | None, ...], Any, int]] = {}
+_default_dtype = torch.get_default_dtype
 _SHAPE_CACHE_LIMIT = int(config.get("LAZY_SHAPE_CACHE_SIZE"))
 
 
@@ -471,8 +472,11 @@ def _template(result: Any, metas: list[TensorMeta | None]) -> Any:
 
 
 def _infer(op: Any, p: OpPlan, args: tuple, kwargs: dict, key: Any) -> tuple[tuple, Any, int]:
-    # id(op): OpOverload.__hash__ is Python code; plans keep every op alive.
-    cache_key = (id(op), key)
+    # id(op): OpOverload.__hash__ is Python code; plans keep every op alive. The default dtype
+    # too: it types results no argument does (``int_tensor / 2``, ``int_tensor * 0.5`` are
+    # float64 after ``torch.set_default_dtype(torch.float64)``); a key without it kept
+    # returning the float32 metas cached before the switch.
+    cache_key = (id(op), key, _default_dtype())
     hit = _shape_cache.get(cache_key)
     if hit is not None:
         return hit

@@ -1184,3 +1184,28 @@ def test_unsigned_fills_of_negative_floats_raise_like_eager(backend, case):
         return
     got = fn(torch.arange(4, dtype=torch.uint8).to("lazy"), idx.to("lazy")).cpu()
     assert torch.equal(got, want)
+
+
+def test_results_typed_by_the_default_dtype_follow_its_changes(backend):
+    """Adversarial sweep: ``int_tensor / 3``, ``* 0.5`` and ``.sqrt()`` take the default dtype.
+    Traced once under float32, then again after ``torch.set_default_dtype(torch.float64)``, they
+    stayed float32 on lazy (eager: float64): the tracer's shape cache was keyed without the
+    default dtype. And back again."""
+    programs = {
+        "divide": lambda d: torch.arange(5, device=d) / 3,
+        "scalar product": lambda d: torch.arange(5, device=d) * 0.1,
+        "sqrt": lambda d: torch.arange(5, device=d).sqrt(),
+        "bool plus float": lambda d: (torch.arange(5, device=d) > 2) + 0.25,
+        "true_divide by a tensor": lambda d: torch.arange(5, device=d).true_divide(torch.arange(1, 6, device=d)),
+        "float factory": lambda d: torch.arange(5, device=d) + torch.full((5,), 0.5, device=d),
+    }
+    before = torch.get_default_dtype()
+    try:
+        for dtype in (torch.float32, torch.float64, torch.float32):
+            torch.set_default_dtype(dtype)
+            for name, program in programs.items():
+                got, want = program("lazy"), program("cpu")
+                assert got.dtype == want.dtype == dtype, (name, dtype, got.dtype)
+                assert torch.equal(got.cpu(), want), (name, dtype, got.cpu(), want)
+    finally:
+        torch.set_default_dtype(before)
