@@ -476,7 +476,7 @@ class LoweringContext:
         bf16 first rounded (``bf16.ROUNDS_OPERANDS``): tensors of another dtype,
         and for some ops Python scalars and scalar parameters."""
         scalars = node.op in bf16.ROUNDS_OPERANDS
-        zero_dim = scalars or node.op in bf16.ROUNDS_ALL_TENSOR_OPERANDS
+        zero_dim = scalars or node.op in bf16.ROUNDS_ALL_TENSOR_OPERANDS or _converts_to_bf16(node)
         if not zero_dim and node.op not in bf16.ROUNDS_TENSOR_OPERANDS:
             return args, kwargs
         emit = self._emitter(trace)
@@ -571,12 +571,15 @@ class LoweringContext:
         on f32 stand-ins, would otherwise divide by 0.3 (15% off at x = 2.14)."""
         if not self.emulate_bf16:
             return self._operand_tensor, self._meta, lambda x: x
-        if not (node.op in bf16.ROUNDS_OPERANDS and node.metas and node.metas[0] is not None
+        tensors_only = _converts_to_bf16(node)
+        if not (tensors_only or node.op in bf16.ROUNDS_OPERANDS and node.metas and node.metas[0] is not None
                 and node.metas[0].dtype == torch.bfloat16):
             return self._operand_tensor, self._meta, bf16.swap_dtype
         rounded: dict[tuple[int, int], tuple[Any, TensorMeta]] = {}
 
         def needs_rounding(o: Output) -> bool:
+            if tensors_only and isinstance(o.node, ScalarParam):
+                return False  # a number such a kernel reads in float32
             return not (o.meta.dtype in (torch.bfloat16, torch.bool) or o.meta.dtype.is_complex)
 
         def operand(o: Output) -> tuple[Any, TensorMeta]:
@@ -590,7 +593,7 @@ class LoweringContext:
                 rounded[key] = (bf16.round_value(emit, x, f32, self.emulate_bf16), f32)
             return rounded[key]
 
-        rounded = _numbers_rounded(node, bf16.round_literal)
+        rounded = {} if tensors_only else _numbers_rounded(node, bf16.round_literal)
 
         def constant(x: Any) -> Any:  # called while make_fx traces: no torch calls here
             if isinstance(x, int | float) and not isinstance(x, bool):
@@ -795,6 +798,16 @@ class LoweringContext:
             args=self._args,
             results=results,
         )
+
+
+def _converts_to_bf16(node: Node) -> bool:
+    """A bf16-result elementwise op outside ``bf16``'s tables whose kernel converts each tensor
+    operand of another dtype to bf16 first (TensorIterator's common dtype), 0-d ones included,
+    and reads Python numbers in float32: ``int_tensor.sin()`` under a bf16 default dtype is
+    ``sin(bf16(x))`` (sin(297) for sin(296): 0.95 off), ``reciprocal``, ``sqrt``, ``log``."""
+    return (bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype == torch.bfloat16
+            and node.op not in bf16.ROUNDS_OPERANDS and node.op not in bf16.ROUNDS_TENSOR_OPERANDS
+            and node.op not in bf16.ROUNDS_ALL_TENSOR_OPERANDS and half_accumulation.is_pointwise(node))
 
 
 _VIEW_DTYPE = torch.ops.aten.view.dtype

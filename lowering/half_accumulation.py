@@ -100,6 +100,12 @@ ROUNDS_NUMBERS = ALPHA_OPS | frozenset({
 })
 
 
+def is_pointwise(node: Node) -> bool:
+    """An elementwise op (PyTorch's ``pointwise`` tag, or ``_UNTAGGED_ELEMENTWISE``): its
+    kernel converts every tensor operand to the result's dtype before computing."""
+    return not isinstance(node.op, str) and (torch.Tag.pointwise in node.op.tags or node.op in _UNTAGGED_ELEMENTWISE)
+
+
 def is_elementwise(node: Node) -> bool:
     """An elementwise op with a half-precision result that runs in float32 (``_UNTAGGED_ELEMENTWISE``).
 
@@ -138,6 +144,11 @@ def low_precision(node: Node, emulated_bf16: bool) -> frozenset[torch.dtype]:
                                              and node.args[2] is True):
         return frozenset()
     found = {a.meta.dtype for a in node.args if is_tensor_operand(a) and a.meta.dtype in HALF_DTYPES}
+    if is_elementwise(node):
+        # Its result's dtype too, whatever its operands': ``int_tensor * 0.1`` under a float16
+        # default dtype is a float16 kernel (TensorIterator converts the integers first), and
+        # computes in float32 like any other.
+        found.add(node.metas[0].dtype)
     if node.kwargs.get("dtype") in HALF_DTYPES:  # ``x32.sum(dtype=torch.half)``: rounded to half,
         found.add(node.kwargs["dtype"])  # then summed in float32 (cast_to_dtype_operand)
     if emulated_bf16:
