@@ -31,6 +31,7 @@ from lazy_core.backend import BackendData, BackendDevice
 from lazy_mlir import lowering
 
 from .mlir_backend import MlirBackend, text_digest
+from .reference_bf16 import BF16_SOURCE, truncate_double_to_bf16_through_float
 from .reference_libm import LIBM_SOURCE, call_libm
 from .reference_memref_copy import MEMREF_COPY_SYMBOL, memref_copy_address, raise_copy_error
 from .reference_results import CONSUME_PREFIX, MAX_RESULTS_PER_CALL, split_result_calls
@@ -243,7 +244,8 @@ class ReferenceBackend(MlirBackend):
         out = []
         for comp in computations:
             linalg = self.lower_to_target(comp)
-            linalg = replace(linalg, module=call_libm(linalg.clone_module()))
+            module = truncate_double_to_bf16_through_float(call_libm(linalg.clone_module()))
+            linalg = replace(linalg, module=module)
             pipeline = _refback_pipeline(self.runtime_checks)
             cut = pipeline.index(_MUNGE) + len(_MUNGE)
             munged = lowering.pipelines.run_pipeline(linalg, pipeline[:cut] + ")", "munged")
@@ -281,9 +283,9 @@ class ReferenceBackend(MlirBackend):
     # -- the graph cache (MlirBackend): the LLVM-dialect module, as bytecode --------------
     # A hit skips the FX build, the import and every torch-mlir pipeline; only
     # the ExecutionEngine's LLVM JIT runs again (it has no object cache). The
-    # key covers what changes the LLVM module: the pipeline and the libm rewrite.
+    # key covers what changes the LLVM module: the pipeline, the libm and bf16 rewrites.
     def persistent_key(self) -> str:
-        return f"{self.cache_key()}|{text_digest(_refback_pipeline(self.runtime_checks) + LIBM_SOURCE)}"
+        return f"{self.cache_key()}|{text_digest(_refback_pipeline(self.runtime_checks) + LIBM_SOURCE + BF16_SOURCE)}"
 
     def executable_to_bytes(self, computation: lowering.Computation, executable: Any) -> bytes | None:
         import io

@@ -180,3 +180,23 @@ def test_bf16_op_of_a_zero_dim_float16_operand_rounds_it_to_bf16_first(cpu_backe
     x = (torch.randn(64, generator=gen) * 3).to(BF16)
     h = torch.tensor(0.7123, dtype=torch.float16)
     exact(fn(lazy(x), lazy(h)).cpu(), fn(x, h))
+
+
+def test_double_to_bf16_conversions_under_a_bf16_default_dtype(backend):
+    """Fuzz seed 4515 run with ``torch.set_default_dtype(torch.bfloat16)``: ``bool_t > nan``
+    compares in bf16, and its graph converted the double ``nan`` to bf16 with an
+    ``arith.truncf`` from f64 that LLVM lowers to ``__truncdfbf2``, which the reference backend's
+    JIT cannot resolve: every read of the graph raised "Unknown function" (5 of 85 programs).
+    The reference backend truncates through f32, as eager converts (backends/reference_bf16.py)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        b = torch.tensor([[True, False, True], [False, False, True]])
+        programs = [lambda t: t > float("nan"), lambda t: t.masked_fill(t > float("nan"), 1),
+                    lambda t: t < 1e300, lambda t: t + 0.3, lambda t: t >= 0.30078125, lambda t: t * 0.1]
+        for program in programs:
+            want = program(b)
+            got = program(b.to("lazy")).cpu()
+            assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+    finally:
+        torch.set_default_dtype(before)
