@@ -2814,10 +2814,13 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
         # one value, the call that builds it: return its fields.
         return tuple(result) if isinstance(result, tuple) else result
 
-    # Tracing costs tens of ms; a training step repeats the same few shapes.
+    # Tracing costs tens of ms; a training step repeats the same few shapes. The results' types
+    # and the default dtype too: PyTorch's references compute an integer input in the default
+    # dtype (``torch._refs.logsumexp``), and a trace made under bf16 computed every later
+    # float32 ``int_tensor.logsumexp(1)`` in bf16 (1.37 off on reference).
     metas = [meta(o) for o in operands]
     key = (node.op, _shape_key(node.args, constant), _shape_key(node.kwargs, constant), tuple(metas),
-           tuple(logical.items()))
+           tuple(logical.items()), node.metas, torch.get_default_dtype())
     traced = _traced.get(key)
     if traced is None:
         examples = [torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta") for m in metas]
