@@ -807,7 +807,15 @@ def _converts_to_bf16(node: Node) -> bool:
     ``sin(bf16(x))`` (sin(297) for sin(296): 0.95 off), ``reciprocal``, ``sqrt``, ``log``."""
     return (bool(node.metas) and node.metas[0] is not None and node.metas[0].dtype == torch.bfloat16
             and node.op not in bf16.ROUNDS_OPERANDS and node.op not in bf16.ROUNDS_TENSOR_OPERANDS
-            and node.op not in bf16.ROUNDS_ALL_TENSOR_OPERANDS and half_accumulation.is_pointwise(node))
+            and node.op not in bf16.ROUNDS_ALL_TENSOR_OPERANDS
+            and (half_accumulation.is_pointwise(node) or node.op in _INTEGERS_IN_THE_DEFAULT_DTYPE))
+
+
+#: Reductions whose kernel (and PyTorch reference, which the lowering traces) converts an integer
+#: input to the default dtype first: under a bf16 default, the trace held real bf16 ops beside the
+#: emulated ones, and iree-compile failed ("invalid Read access range [0 to 32 for 32] of resource
+#: with size 16"). Given the input already rounded to bf16 (in float32), it computes in float32.
+_INTEGERS_IN_THE_DEFAULT_DTYPE = frozenset({torch.ops.aten.logsumexp.default})
 
 
 _VIEW_DTYPE = torch.ops.aten.view.dtype

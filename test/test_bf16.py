@@ -200,3 +200,23 @@ def test_double_to_bf16_conversions_under_a_bf16_default_dtype(backend):
             assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
     finally:
         torch.set_default_dtype(before)
+
+
+def test_integer_logsumexp_under_a_bf16_default_dtype(backend):
+    """Fuzz seed 4515 program 46 under ``torch.set_default_dtype(torch.bfloat16)``:
+    ``int_tensor.logsumexp(1)`` failed to compile on iree-cpu and iree-vulkan ("invalid Read
+    access range [0 to 32 for 32] of resource %5 with size 16"): PyTorch's reference, which the
+    lowering traces, converts the integers to the default dtype, so the trace held real bf16
+    ops beside the emulated ones. The lowering gives it the integers rounded to bf16 (in
+    float32) instead, as eager converts them (lowering/context.py ``_converts_to_bf16``).
+    Within an ulp of eager's (eager rounds an intermediate sum to bf16; this rounds once)."""
+    x = torch.tensor([[[-2, -2, 0, 0], [3, 3, -2, -2], [-2, 0, -1, 1]],
+                      [[0, 2, 0, 1], [-2, 2, -2, -3], [-2, 3, -1, 1]]])
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        got, want = lazy(x).logsumexp(1).cpu(), x.logsumexp(1)
+        assert got.dtype == want.dtype == torch.bfloat16
+        torch.testing.assert_close(got, want)
+    finally:
+        torch.set_default_dtype(before)
