@@ -386,3 +386,22 @@ def test_a_long_run_says_how_far_it_got() -> None:
     quiet = Progress(Config(), Report("eager", 0), lines.append)  # the default: once a minute
     quiet(8)
     assert len(lines) == 2
+
+
+def test_fuzz_under_a_bfloat16_default_dtype(tmp_path) -> None:
+    """``--default-dtype bfloat16`` runs every program under ``torch.set_default_dtype``, in the
+    child processes too (the run that found 2026-12-07's half-precision bugs: integer operands
+    promote to the default dtype); a repro sets it after its imports."""
+    if backend_unavailable_reason("reference"):
+        pytest.skip(f"backend reference unavailable: {backend_unavailable_reason('reference')}")
+    proc = run_fuzzer("reference", 24, 4516, tmp_path, ["--default-dtype", "bfloat16"])
+    assert proc.returncode == 0, f"exit status {proc.returncode}\n{proc.stdout[-12000:]}\n{proc.stderr[-3000:]}"
+    assert "default dtype torch.bfloat16" in proc.stdout, proc.stdout
+    from tools.fuzz import under_default_dtype
+
+    os.environ["FUZZ_DEFAULT_DTYPE"] = "float16"
+    try:
+        script = under_default_dtype("import torch\nimport lazy_core  # noqa: E402\n\nx = 1\n")
+    finally:
+        del os.environ["FUZZ_DEFAULT_DTYPE"]
+    assert script == "import torch\nimport lazy_core  # noqa: E402\ntorch.set_default_dtype(torch.float16)\n\nx = 1\n"

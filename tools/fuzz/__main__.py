@@ -3,7 +3,8 @@
 Environment defaults (the Makefile's ``fuzz`` target sets them):
 ``FUZZ_PROGRAMS`` programs per seed and backend, ``FUZZ_SEEDS`` a count or a
 comma-separated list, ``FUZZ_BACKENDS``, ``FUZZ_SKIP`` categories to leave out,
-``FUZZ_STATEFUL=1`` multi-step stateful programs (``--stateful``, tools/fuzz/stateful.py).
+``FUZZ_STATEFUL=1`` multi-step stateful programs (``--stateful``, tools/fuzz/stateful.py),
+``FUZZ_DEFAULT_DTYPE`` the default dtype programs run under (``--default-dtype``).
 Exit status 1 if any backend disagreed with eager PyTorch.
 """
 
@@ -15,7 +16,9 @@ import subprocess
 import sys
 import warnings
 
-from . import CATEGORIES, Config, fuzz
+import torch
+
+from . import CATEGORIES, DEFAULT_DTYPES, Config, fuzz, set_default_dtype, under_default_dtype
 from .driver import host_eval_setting
 
 
@@ -60,7 +63,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds one group of programs may take before it counts as a hang (0: none)")
     p.add_argument("--in-process", action="store_true",
                    help="run here, not one child process per backend and seed (a crash then ends the run)")
+    p.add_argument("--default-dtype", choices=DEFAULT_DTYPES, default=os.environ.get("FUZZ_DEFAULT_DTYPE") or None,
+                   help="run every program under torch.set_default_dtype(this): integer operands then "
+                        "promote to it (under bfloat16 and float16 this found wrong values, 2026-12-07)")
     args = p.parse_args(argv)
+    if args.default_dtype:
+        # In the environment too: the child processes (and a crash's shrinking) inherit it.
+        os.environ["FUZZ_DEFAULT_DTYPE"] = args.default_dtype
+        set_default_dtype()
 
     cats = set(CATEGORIES)
     if args.only:
@@ -90,8 +100,11 @@ def main(argv: list[str] | None = None) -> int:
                             batch=args.batch, twins=not args.no_twins, shrink=not args.no_shrink,
                             max_failures=args.max_failures,
                             last_path=last, group_timeout=args.group_timeout, stateful=args.stateful)
+            dtype = torch.get_default_dtype()
             print(f"[fuzz] {backend} seed {seed}: {args.programs} {'stateful ' * args.stateful}programs, "
-                  f"LAZY_HOST_EVAL={host_eval_setting(config)}, categories {','.join(sorted(cats))}", flush=True)
+                  f"LAZY_HOST_EVAL={host_eval_setting(config)}, "
+                  f"{f'default dtype {dtype}, ' if dtype != torch.float32 else ''}"
+                  f"categories {','.join(sorted(cats))}", flush=True)
             report = fuzz(config)
             fallbacks = sum(v for k, v in report.counters.items() if k.startswith("fallback::"))
             print(f"[fuzz] {backend} seed {seed}: {report.programs} programs in {report.seconds:.1f}s "
@@ -111,9 +124,10 @@ def main(argv: list[str] | None = None) -> int:
             for i, f in enumerate(report.failures):
                 failed += 1
                 path = os.path.join(args.repro_dir, f"{backend}-seed{seed}-{i}.py")
+                repro = under_default_dtype(f.repro)
                 with open(path, "w") as out:
-                    out.write(f.repro)
-                print(f"--- mismatch {i} ({'shrunk' if f.shrunk else 'not shrunk'}), repro {path}:\n{f.repro}")
+                    out.write(repro)
+                print(f"--- mismatch {i} ({'shrunk' if f.shrunk else 'not shrunk'}), repro {path}:\n{repro}")
     return 1 if failed else 0
 
 
@@ -136,6 +150,7 @@ def _child(argv: list[str], backend: str, seed: int, last: str, repro_dir: str) 
     print(f"[fuzz] {backend} seed {seed}: the process DIED (exit status {status}); shrinking {last} "
           "in child processes", flush=True)
     message, repro = shrink_crash(last)
+    repro = under_default_dtype(repro)
     path = os.path.join(repro_dir, f"{backend}-seed{seed}-crash.py")
     with open(path, "w") as out:
         out.write(repro)
