@@ -114,8 +114,7 @@ def is_elementwise(node: Node) -> bool:
     only a number or a 0-d tensor of another dtype makes ``mul``/``div`` differ (``SCALAR_OPMATH_OPS``).
     """
     meta = node.metas[0] if node.metas else None
-    if (meta is None or meta.dtype not in HALF_DTYPES or node.op in _NOT_WIDENED
-            or not (torch.Tag.pointwise in node.op.tags or node.op in _UNTAGGED_ELEMENTWISE)):
+    if meta is None or meta.dtype not in HALF_DTYPES or node.op in _NOT_WIDENED or not is_pointwise(node):
         return False
     if node.op in ALPHA_OPS:
         alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
