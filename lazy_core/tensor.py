@@ -25,6 +25,7 @@ from . import (
     config,
     cpu_results,
     fallback,
+    half_steps,
     host_eval,
     interop,
     meta_kernels,
@@ -1215,6 +1216,7 @@ def _classify(func: Any, backend: Any) -> tuple[int, OpPlan | None]:
         or (bool(p.mutated) and p.functional is None)
         or func is _NATIVE_BATCH_NORM
         or func in cpu_results.FIXES
+        or func in half_steps.STEPS
         or not backend.supports_op(func)
         or backend.support_depends_on_arguments(func)
         or checks.guarded(func)
@@ -1227,6 +1229,11 @@ def _classify(func: Any, backend: Any) -> tuple[int, OpPlan | None]:
 
 
 def _dispatch_general(func: Any, args: tuple, kwargs: dict) -> Any:
+    steps = half_steps.STEPS.get(func)
+    if steps is not None:
+        out = steps(args, kwargs)
+        if out is not NotImplemented:
+            return out
     fix = cpu_results.FIXES.get(func)
     if fix is not None:
         out = _dispatch_unfixed(func, args, kwargs)

@@ -94,6 +94,10 @@ ROUNDS_OPERANDS = frozenset({
     # ``tanh_backward(g_bf16, y_f16)`` casts ``y`` to bf16 first; its decomposition (operands of
     # two shapes), traced on f32 stand-ins, computed with the unrounded float16 (adversary round 41).
     aten.tanh_backward.default,
+    # ``clamp(x, -1.5, -3e-42)`` bounds by bf16(-3e-42) = -0.0: 0.0 stays 0.0, where the
+    # float32 bound made it -0.0 (fuzz seed 2 program 17 under a bf16 default dtype).
+    aten.clamp.default, aten.clamp.Tensor, aten.clamp_min.default, aten.clamp_min.Tensor,
+    aten.clamp_max.default, aten.clamp_max.Tensor,
 })
 #: Ops that round tensor operands but read Python scalars and 0-d tensors
 #: unrounded (``mul`` and ``div`` use TensorIterator's original scalar value).
@@ -101,6 +105,15 @@ ROUNDS_TENSOR_OPERANDS = frozenset({aten.mul.Tensor, aten.div.Tensor, aten.div.T
 #: Ops that round every tensor operand, 0-d ones included, but read their Python
 #: ``value`` in f32: ``addcmul(x, y, torch.tensor(0.3))`` multiplies by bf16(0.3).
 ROUNDS_ALL_TENSOR_OPERANDS = frozenset({aten.addcmul.default, aten.addcdiv.default})
+
+#: Comparisons: a bool result, computed in the operands' common dtype. When that is bf16 (a bf16
+#: tensor against a Python number, a 0-d float32 tensor or an integer tensor), TensorIterator
+#: converts the other operand to bf16 first: ``x_bf16 >= 1.002`` compares with 1.0, and
+#: ``x_bf16 > -3e-42`` with -0.0.
+COMPARISONS = frozenset({
+    aten.eq.Scalar, aten.ne.Scalar, aten.lt.Scalar, aten.le.Scalar, aten.gt.Scalar, aten.ge.Scalar,
+    aten.eq.Tensor, aten.ne.Tensor, aten.lt.Tensor, aten.le.Tensor, aten.gt.Tensor, aten.ge.Tensor,
+})
 
 #: emit(op, args, kwargs, meta) appends one FX call typed by ``meta`` and returns it.
 Emit = Callable[[Any, tuple, dict, TensorMeta], Any]

@@ -418,7 +418,8 @@ class LoweringContext:
         if node.op is torch.ops.aten.new_full.default and node.metas and node.metas[0] is not None \
                 and node.metas[0].dtype == torch.bool:
             call_args, call_kwargs = _fill_as_bool(call_args, call_kwargs)
-        if self.emulate_bf16 and node.metas and node.metas[0] is not None and node.metas[0].dtype == torch.bfloat16:
+        if self.emulate_bf16 and (node.metas and node.metas[0] is not None and node.metas[0].dtype == torch.bfloat16
+                                  or _compares_in_bf16(node)):
             call_args, call_kwargs = self._round_bf16_operands(node, call_args, call_kwargs, trace)
         metas = [bf16.emulated(m) if self.emulate_bf16 and m is not None else m for m in node.metas]
         if low:
@@ -475,7 +476,7 @@ class LoweringContext:
         """``args``/``kwargs`` of a bf16-result op with the operands PyTorch rounds to
         bf16 first rounded (``bf16.ROUNDS_OPERANDS``): tensors of another dtype,
         and for some ops Python scalars and scalar parameters."""
-        scalars = node.op in bf16.ROUNDS_OPERANDS
+        scalars = node.op in bf16.ROUNDS_OPERANDS or node.op in bf16.COMPARISONS
         zero_dim = scalars or node.op in bf16.ROUNDS_ALL_TENSOR_OPERANDS or _converts_to_bf16(node)
         if not zero_dim and node.op not in bf16.ROUNDS_TENSOR_OPERANDS:
             return args, kwargs
@@ -809,6 +810,25 @@ def _converts_to_bf16(node: Node) -> bool:
             and node.op not in bf16.ROUNDS_OPERANDS and node.op not in bf16.ROUNDS_TENSOR_OPERANDS
             and node.op not in bf16.ROUNDS_ALL_TENSOR_OPERANDS
             and (half_accumulation.is_pointwise(node) or node.op in _INTEGERS_IN_THE_DEFAULT_DTYPE))
+
+
+def _compares_in_bf16(node: Node) -> bool:
+    """A comparison whose operands' common dtype is bf16 (``bf16.COMPARISONS``): a bf16 tensor
+    against a number, a 0-d tensor or an integer tensor, as ``torch.result_type`` promotes."""
+    if node.op not in bf16.COMPARISONS or len(node.args) < 2:
+        return False
+
+    def stand_in(x: Any) -> Any:
+        if isinstance(x, Output) and isinstance(x.node, ScalarParam):  # a lifted Python number
+            return 0.0 if x.meta.dtype.is_floating_point else False if x.meta.dtype == torch.bool else 0
+        if isinstance(x, Output):
+            return _meta_tensor(x.meta)
+        return x
+
+    operands = [stand_in(x) for x in node.args[:2]]
+    if not any(isinstance(x, torch.Tensor) and x.dtype == torch.bfloat16 for x in operands):
+        return False
+    return torch.result_type(*operands) == torch.bfloat16
 
 
 #: Reductions whose kernel (and PyTorch reference, which the lowering traces) converts an integer

@@ -52,6 +52,7 @@ from .embedding_renorm import embedding_renorm
 from .erfinv import erfinv
 from .frexp import FORMATS as frexp_dtypes
 from .frexp import frexp
+from .fx_meta import fake_tensor, meta_tensor, set_meta
 from .grouped_mm import grouped_mm
 from .histc import histc
 from .hurwitz_zeta import special_zeta
@@ -1273,12 +1274,13 @@ def _narrow_float_input(node: Node) -> bool:
     return _floating_input(node) and node.args[0].meta.dtype != torch.float64
 
 
-def _integer_input_float32_result(node: Node) -> bool:
-    """An integer or bool input promoted to a float32 result (the default dtype)."""
+def _integer_input_narrow_float_result(node: Node) -> bool:
+    """An integer or bool input promoted to the default dtype, float32 or narrower: under a
+    float16 or bfloat16 default, ``int_tensor.erfinv()`` failed to compile (no lowering)."""
     x = node.args[0]
     return (isinstance(x, Output) and x.meta is not None and not x.meta.dtype.is_floating_point
             and not x.meta.dtype.is_complex and bool(node.metas) and node.metas[0] is not None
-            and node.metas[0].dtype == torch.float32)
+            and node.metas[0].dtype in (torch.float32, *_HALF_FLOATS))
 
 
 def _logit_of_integers(x: torch.Tensor, eps: float | None = None) -> torch.Tensor:
@@ -2667,8 +2669,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.atan2.default: lambda node: True,
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,
                      aten.log10.default), real_input),
-    aten.erfinv.default: lambda node: _narrow_float_input(node) or _integer_input_float32_result(node),
-    aten.logit.default: _integer_input_float32_result,
+    aten.erfinv.default: lambda node: _narrow_float_input(node) or _integer_input_narrow_float_result(node),
+    aten.logit.default: _integer_input_narrow_float_result,
     aten.constant_pad_nd.default: lambda node: any(isinstance(p, int) and p < 0 for p in node.args[1]),
     aten.convolution_backward.default: lambda node: convolutions.rewritten_backward(node.args),
     aten.convolution.default: lambda node: convolutions.rewritten(
@@ -2819,13 +2821,16 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     # dtype (``torch._refs.logsumexp``), and a trace made under bf16 computed every later
     # float32 ``int_tensor.logsumexp(1)`` in bf16 (1.37 off on reference).
     metas = [meta(o) for o in operands]
+    default = torch.get_default_dtype()
     key = (node.op, _shape_key(node.args, constant), _shape_key(node.kwargs, constant), tuple(metas),
-           tuple(logical.items()), node.metas, torch.get_default_dtype())
+           tuple(logical.items()), node.metas, default, constant(default))
     traced = _traced.get(key)
     if traced is None:
         examples = [torch.empty_strided(m.shape, m.stride, dtype=m.dtype, device="meta") for m in metas]
         traced = make_fx(run, decomposition_table=_NESTED, tracing_mode="fake")(*examples)
         _forget_meta_device(traced.graph)
+        if constant(default) is not default:
+            _default_dtype_as_computed(traced.graph, default, constant(default))
         if len(_traced) < 1024:
             _traced[key] = traced
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
@@ -2842,6 +2847,35 @@ def inline(g: Graph, node: Node, value: Callable[[Output], FxNode], stack_trace:
     if len(results) != len(node.metas):
         raise RuntimeError(f"decomposition of {node.name} returned {len(results)} values, expected {len(node.metas)}")
     return [r if m is not None else None for r, m in zip(results, node.metas)]
+
+
+def _default_dtype_as_computed(graph: Graph, default: torch.dtype, computed: torch.dtype) -> None:
+    """Retype what a decomposition made in the default dtype as the computation holds that dtype.
+
+    PyTorch's references convert integers to ``torch.get_default_dtype()`` inside the trace
+    (``_div_by_zero``, ``torch._refs`` type promotion), where ``constant`` cannot map it. Under
+    bf16 emulation (default bfloat16, computed in float32) that left real bf16 ops among the
+    emulated ones, which the emulation's bit rounding then read as float32: ``int_tensor / 0``
+    under a bf16 default failed in iree-compile ("invalid Read access range [0 to 36 for 36] of
+    resource with size 18"). The default dtype is process-wide, so tracing under float32 instead
+    would retype other threads' tensors for the trace's duration; the trace is rewritten after."""
+    def swap(x: Any) -> Any:
+        if x is default:
+            return computed
+        if isinstance(x, list | tuple):
+            return type(x)(swap(v) for v in x)
+        return x
+
+    for n in graph.nodes:
+        if n.op == "call_function":
+            n.args = swap(n.args)
+            n.kwargs = {k: swap(v) for k, v in n.kwargs.items()}
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype is default:
+            set_meta(n, meta_tensor(TensorMeta(tuple(val.shape), computed, tuple(val.stride()))))
+        elif isinstance(val, tuple | list) and any(isinstance(v, torch.Tensor) and v.dtype is default for v in val):
+            n.meta["val"] = type(val)(fake_tensor(TensorMeta(tuple(v.shape), computed, tuple(v.stride())))
+                                      if isinstance(v, torch.Tensor) and v.dtype is default else v for v in val)
 
 
 def _forget_meta_device(graph: Graph) -> None:
