@@ -53,8 +53,11 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.fx import Graph
 
 from lazy_core.ir import TensorMeta
+
+from .errors import LoweringError
 
 aten = torch.ops.aten
 
@@ -143,6 +146,23 @@ def swap_dtype(x: Any) -> Any:
 
 def _like(meta: TensorMeta, dtype: torch.dtype) -> TensorMeta:
     return meta._replace(dtype=dtype)
+
+
+def check_none_left(g: Graph, subgraphs: list[Graph]) -> None:
+    """Raise LoweringError if a value of ``g`` (or of its loop bodies) is still typed bf16.
+
+    In "bits" mode the compiled code must hold no bf16 value: a compiler that asked for it
+    cannot compute bf16 as PyTorch does, and IREE's CPU code converts to bf16 through the
+    compiler-rt routine ``__truncsfbf2``, which its runtime loader cannot resolve: the process
+    exits at the call ("symbol lookup error", exit status 127). A rewrite that leaves one is a
+    bug; the graph then runs op by op with PyTorch's kernels instead of killing the process."""
+    for graph in (g, *subgraphs):
+        for n in graph.nodes:
+            val = n.meta.get("val")
+            vals = val if isinstance(val, tuple | list) else (val,)
+            if any(isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 for v in vals):
+                where = n.meta.get("stack_trace") or "(no user line)"
+                raise LoweringError(f"bf16 emulation left a bfloat16 value: {n.format_node()} at {where.strip()}")
 
 
 def bitcast(emit: Emit, x: Any, meta: TensorMeta, dtype: torch.dtype) -> Any:

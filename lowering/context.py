@@ -304,6 +304,8 @@ class LoweringContext:
         for sub in loops.subgraphs(g).values():  # loop bodies and conditions take the same rewrites
             self._rewrite(sub.graph)
             sub.recompile()
+        if self.emulate_bf16 == "bits":  # ("casts" rounds through real bf16 casts)
+            bf16.check_none_left(g, [sub.graph for sub in loops.subgraphs(g).values()])
         return g
 
     def _rewrite(self, g: Graph) -> None:
@@ -485,6 +487,10 @@ class LoweringContext:
         def conv(lazy_arg: Any, x: Any) -> Any:
             if isinstance(lazy_arg, Output) and not isinstance(lazy_arg.node, ScalarParam):
                 meta = lazy_arg.meta
+                if meta.dtype == torch.bool and node.op in bf16.COMPARISONS:
+                    # 0 and 1 are bf16 values; compared in f32, not converted to bf16 later
+                    # (``rewrite_number_comparisons`` would cast the bools to real bf16).
+                    return self._cast(x, meta, torch.float32)
                 if meta.dtype in (torch.bfloat16, torch.bool) or meta.dtype.is_complex:
                     return x
                 if not zero_dim and not meta.shape:
@@ -826,8 +832,11 @@ def _compares_in_bf16(node: Node) -> bool:
         return x
 
     operands = [stand_in(x) for x in node.args[:2]]
-    if not any(isinstance(x, torch.Tensor) and x.dtype == torch.bfloat16 for x in operands):
+    if not any(isinstance(x, torch.Tensor) for x in operands):
         return False
+    # An integer tensor against a float number compares in the default dtype: bf16 under a bf16
+    # default, where ``rewrite_number_comparisons`` emitted real bf16 casts (the process died in
+    # IREE's CPU code: "undefined symbol: __truncsfbf2", fuzz seed 4521 program 6).
     return torch.result_type(*operands) == torch.bfloat16
 
 

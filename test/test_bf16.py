@@ -311,3 +311,43 @@ def test_half_logsumexp_rounds_each_step_as_eager(backend, dtype):
         exact(lazy(ints).logsumexp(0), ints.logsumexp(0))
     finally:
         torch.set_default_dtype(before)
+
+
+def test_integer_tensor_against_a_float_under_a_bf16_default_dtype(backend):
+    """``int_tensor > 0.5`` compares in the default dtype: under a bf16 default both operands
+    become bf16 first (257 > 256.5 is 256 > 256, False). The comparison rewrite converted them
+    with real bf16 casts among the emulated values, and IREE's CPU code called compiler-rt's
+    ``__truncsfbf2``, which its loader cannot resolve: the process exited ("symbol lookup error",
+    fuzz seed 4521 program 6 under a bf16 default dtype). They are now rounded in float32
+    (``lowering/context.py::_compares_in_bf16``)."""
+    i = torch.tensor([1, -3, 0, 257, 255, -257], dtype=torch.int32)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(BF16)
+    try:
+        for f in (lambda t: t > 0.5, lambda t: t >= 256.5, lambda t: t.masked_fill(t > 0.5, 0.1),
+                  lambda t: t == torch.tensor(256.7, device=t.device), lambda t: t < -256.5):
+            want, got = f(i), f(lazy(i)).cpu()
+            assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+    finally:
+        torch.set_default_dtype(before)
+
+
+def test_bf16_emulation_refuses_a_graph_left_with_bf16_values(backend, monkeypatch):
+    """A lowering rule that leaves a bf16 value in an emulated graph (here: comparisons in bf16
+    converted with real casts, as before ``_compares_in_bf16`` covered integer operands) makes
+    the graph fail to compile with a LoweringError naming the value, instead of compiled code
+    that kills the process on IREE's CPU target (``bf16.check_none_left``)."""
+    from lazy_core.backend import CompileError
+    from lazy_mlir.lowering import context
+
+    if getattr(backend, "lowering_options", dict)().get("emulate_bf16") != "bits":
+        pytest.skip(f"{backend.name} does not emulate bf16 in \"bits\" mode, the one whose code holds no bf16 value")
+    monkeypatch.setattr(context, "_compares_in_bf16", lambda node: False)
+    i = torch.tensor([1, -3, 257], dtype=torch.int32)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(BF16)
+    try:
+        with pytest.raises(CompileError, match="bf16 emulation left a bfloat16 value"):
+            (lazy(i) > 0.5).cpu()
+    finally:
+        torch.set_default_dtype(before)

@@ -405,3 +405,14 @@ def test_fuzz_under_a_bfloat16_default_dtype(tmp_path) -> None:
     finally:
         del os.environ["FUZZ_DEFAULT_DTYPE"]
     assert script == "import torch\nimport lazy_core  # noqa: E402\ntorch.set_default_dtype(torch.float16)\n\nx = 1\n"
+
+
+def test_a_loader_exit_counts_as_a_crash() -> None:
+    """Compiled code calling a symbol the dynamic loader cannot resolve ends the process with
+    exit status 127 ("symbol lookup error": IREE's CPU code and compiler-rt's ``__truncsfbf2``,
+    fuzz seed 4521 under a bf16 default dtype); the fuzzer reported nothing and stopped. It is a
+    crash to shrink, like a signal; a failed run's status 1 is not."""
+    from tools.fuzz.crash import died
+
+    assert died(127) and died(-11) and died(134)
+    assert not died(0) and not died(1)

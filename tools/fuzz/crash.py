@@ -78,8 +78,10 @@ def _stateful(path: str) -> bool:
 
 
 def died(status: int) -> bool:
-    # A signal, or the C runtime's abort() / a fault seen through a shell (128 + signal).
-    return status < 0 or status in (134, 136, 139)
+    # A signal, the C runtime's abort() / a fault seen through a shell (128 + signal), or the
+    # dynamic loader's exit on a symbol it cannot resolve in loaded code (127: "symbol lookup
+    # error", IREE's CPU code calling compiler-rt's __truncsfbf2, fuzz seed 4521 under bf16).
+    return status < 0 or status in (127, 134, 136, 139)
 
 
 def shrink_crash(path: str, max_runs: int = 60) -> tuple[str, str]:
