@@ -475,9 +475,10 @@ class LoweringContext:
         return values
 
     def _round_bf16_operands(self, node: Node, args: tuple, kwargs: dict, trace: str | None) -> tuple[tuple, dict]:
-        """``args``/``kwargs`` of a bf16-result op with the operands PyTorch rounds to
-        bf16 first rounded (``bf16.ROUNDS_OPERANDS``): tensors of another dtype,
-        and for some ops Python scalars and scalar parameters."""
+        """``args``/``kwargs`` of a bf16-result op, or of a comparison computed in bf16, with
+        the operands PyTorch rounds to bf16 first rounded (``bf16.ROUNDS_OPERANDS``,
+        ``bf16.COMPARISONS``): tensors of another dtype, and for some ops Python scalars and
+        scalar parameters."""
         scalars = node.op in bf16.ROUNDS_OPERANDS or node.op in bf16.COMPARISONS
         zero_dim = scalars or node.op in bf16.ROUNDS_ALL_TENSOR_OPERANDS or _converts_to_bf16(node)
         if not zero_dim and node.op not in bf16.ROUNDS_TENSOR_OPERANDS:
@@ -819,8 +820,9 @@ def _converts_to_bf16(node: Node) -> bool:
 
 
 def _compares_in_bf16(node: Node) -> bool:
-    """A comparison whose operands' common dtype is bf16 (``bf16.COMPARISONS``): a bf16 tensor
-    against a number, a 0-d tensor or an integer tensor, as ``torch.result_type`` promotes."""
+    """A comparison whose operands' common dtype is bf16 (``bf16.COMPARISONS``), as
+    ``torch.result_type`` promotes: a bf16 tensor against a number, a 0-d tensor or an integer
+    tensor, and under a bf16 default dtype an integer or bool tensor against a float number."""
     if node.op not in bf16.COMPARISONS or len(node.args) < 2:
         return False
 
