@@ -85,15 +85,22 @@ def _round_number(x: float | int, dtype: torch.dtype) -> float | int:
     return x if r == x else r
 
 
+def _number_key(x: int | float) -> tuple[type, Any]:
+    """A Python number's key in ``_numbers_rounded``: its type (``1``, ``1.0`` and ``True`` are
+    equal otherwise) and, for a float, its bits: ``0.0 == -0.0``, so ``clamp(x16, 0.0, -0.0)``
+    read both bounds as -0.0 when they shared a key."""
+    return (float, x.hex()) if type(x) is float else (type(x), x)
+
+
 def _numbers_rounded(node: Node, round_number: Callable[[Any], Any]) -> dict[tuple[type, Any], Any]:
-    """``round_number`` of every Python number among ``node``'s arguments, keyed by (type,
-    value) (``1``, ``1.0`` and ``True`` are equal keys otherwise), computed before a
-    decomposition is traced: a torch call inside the trace would become a graph constant."""
+    """``round_number`` of every Python number among ``node``'s arguments, keyed by
+    ``_number_key``, computed before a decomposition is traced: a torch call inside the trace
+    would become a graph constant."""
     out: dict[tuple[type, Any], Any] = {}
 
     def visit(x: Any) -> None:
         if isinstance(x, int | float) and not isinstance(x, bool):
-            out[type(x), x] = round_number(x)
+            out[_number_key(x)] = round_number(x)
         elif isinstance(x, list | tuple):
             for v in x:
                 visit(v)
@@ -547,7 +554,7 @@ class LoweringContext:
 
         def constant(x: Any) -> Any:  # called while make_fx traces: no torch calls here
             if isinstance(x, int | float) and not isinstance(x, bool):
-                return rounded.get((type(x), x), x)
+                return rounded.get(_number_key(x), x)
             return torch.float32 if isinstance(x, torch.dtype) and x in low else x
 
         values = inline_decomposition(self._fx, node, lambda o: operand(o)[0], trace,
@@ -605,7 +612,7 @@ class LoweringContext:
 
         def constant(x: Any) -> Any:  # called while make_fx traces: no torch calls here
             if isinstance(x, int | float) and not isinstance(x, bool):
-                return rounded.get((type(x), x), x)
+                return rounded.get(_number_key(x), x)
             return bf16.swap_dtype(x)
 
         return (lambda o: operand(o)[0] if needs_rounding(o) else self._operand_tensor(o),

@@ -217,3 +217,38 @@ def test_half_default_dtype_results_of_integer_operands(backend, dtype):
             assert torch.equal(got, want), (name, (got.float() - want.float()).abs().max())
     finally:
         torch.set_default_dtype(before)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_clamp_bounds_in_the_half_dtype_and_signed_zero_bounds(backend, dtype):
+    """``clamp``'s kernel converts its bounds to the tensor's dtype before comparing: under a
+    float16 default dtype ``clamp(int_tensor, 1e-40, -0.0)`` bounds below by float16(1e-40) =
+    0.0, so a negative value becomes 0.0 and stays it; the float32 bound made it -0.0 (fuzz seed
+    4530 program 23, reference; ``half_accumulation.ROUNDS_NUMBERS``). A bound of 0.0 beside one
+    of -0.0 (``clamp(x, 0.0, -0.0)``) was read as -0.0 for both: the rounded numbers were keyed
+    by value, and ``0.0 == -0.0`` (``context._number_key``)."""
+    x = torch.tensor([2.0, 1.0, -1.0, -3.0, 0.0, -0.0, 0.5], dtype=dtype)
+    cases = {
+        "clamp(0.0, -0.0)": lambda t: torch.clamp(t, 0.0, -0.0),
+        "clamp(-0.0, 0.0)": lambda t: torch.clamp(t, -0.0, 0.0),
+        "clamp(1e-9, -1e-9)": lambda t: torch.clamp(t, 1e-9, -1e-9),
+        "clamp(0.30001, 0.5)": lambda t: torch.clamp(t, 0.30001, 0.5),
+        "clamp_max(-0.0)": lambda t: t.clamp_max(-0.0),
+        "clamp_min(0.0)": lambda t: t.clamp_min(0.0),
+    }
+    if dtype == torch.float16 or not backend.flushes_subnormals:  # 1e-40 is a bf16 subnormal
+        cases["clamp(1e-40, -0.0)"] = lambda t: torch.clamp(t, 1e-40, -0.0)
+    for name, f in cases.items():
+        want, got = f(x), f(x.to("lazy")).cpu()
+        assert got.dtype == want.dtype and torch.equal(got, want), (name, got, want)
+        assert torch.equal(got.signbit(), want.signbit()), (name, got, want)
+    ints = torch.tensor([2, 1, -1, -3, 0])
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        for name, f in cases.items():
+            want, got = f(ints), f(ints.to("lazy")).cpu()
+            assert got.dtype == want.dtype == dtype and torch.equal(got, want), ("int " + name, got, want)
+            assert torch.equal(got.signbit(), want.signbit()), ("int " + name, got, want)
+    finally:
+        torch.set_default_dtype(before)
