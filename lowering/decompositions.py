@@ -388,7 +388,8 @@ DECOMPOSED_OPS = (
     # values) and failed without dims. Slices and a cat per dim, shifts modulo the size (_roll).
     aten.roll.default,
     # ``nan_to_num`` of an integer or bool tensor (the identity, as eager) failed to lower on
-    # every backend: torch-mlir legalizes only the floating form. A copy (_ONLY_WHEN: not floating).
+    # every backend: torch-mlir legalizes only the floating form (a copy now); that form replaced
+    # a NaN's replacement again when it was infinite (``nan=-inf`` gave the float32 minimum).
     aten.nan_to_num.default,
     # ``torch.where(mask, v, v)`` with ``v`` smaller than the result: torch-mlir folds the op to
     # ``v`` and drops the broadcast, so the graph failed to lower on every backend ("type of return
@@ -496,6 +497,8 @@ DECOMPOSED_OPS = (
     aten.hardshrink.default,
     aten.hardtanh_backward.default,
     aten.softplus_backward.default,
+    # softplus compared ``x * beta`` with its threshold in float64 (_softplus).
+    aten.softplus.default,
     # ``tanh_backward(grad, y)`` with operands of different (broadcast) shapes, as
     # ``torch.func.jacrev(torch.tanh)`` and ``vmap`` make: torch-mlir 20261001's decomposition
     # types its ``y * y`` with the result's shape ("'tensor.cast' op operand type
@@ -771,8 +774,8 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten._unsafe_masked_index.default, aten.fl
                                       aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar,
                                       aten.threshold.default, aten.threshold_backward.default, aten.softshrink.default,
                                       aten.leaky_relu.default, aten.hardshrink.default,
-                                      aten.hardtanh_backward.default, aten.softplus_backward.default,
-                                      aten.softshrink_backward.default, aten.hardshrink_backward.default,
+                                      aten.hardtanh_backward.default, aten.softplus.default,
+                                      aten.softplus_backward.default, aten.softshrink_backward.default, aten.hardshrink_backward.default,
                                       aten.lerp.Scalar, aten.index_add.default, aten.addmv.default,
                                       aten.addr.default, aten.index_fill.int_Scalar, aten.scatter.value_reduce,
                                       aten.scatter.value, aten.searchsorted.Scalar, aten.bucketize.Scalar,
@@ -1247,10 +1250,22 @@ def _roll(x: torch.Tensor, shifts: list[int], dims: list[int] | None = None) -> 
     return x
 
 
-def _nan_to_num_of_integers(x: torch.Tensor, nan: float | None = None, posinf: float | None = None,
-                            neginf: float | None = None) -> torch.Tensor:
-    """An integer or bool tensor has no NaN or infinity: eager returns a copy, whatever the values."""
-    return x.clone()
+def _nan_to_num(x: torch.Tensor, nan: float | None = None, posinf: float | None = None,
+                neginf: float | None = None, logical_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Eager's kernel: one choice per element, made on the input (NaN, +inf, -inf or the value).
+    torch-mlir replaced the NaNs first and then the infinities of that result, so a NaN
+    replaced by an infinity was replaced again: ``nan_to_num(x, nan=-inf)`` gave the float32
+    minimum where eager gives -inf (an adversarial sweep of special numbers). An integer or
+    bool tensor has no NaN or infinity: eager returns a copy, whatever the values. The infinities'
+    defaults are the extremes of the result's dtype as PyTorch has it (``logical_dtype``: a
+    float16 op runs on float32 copies, whose extremes round to inf)."""
+    if not x.is_floating_point():
+        return x.clone()
+    info = torch.finfo(logical_dtype if logical_dtype is not None and logical_dtype.is_floating_point else x.dtype)
+    infinite = torch.isinf(x)
+    out = x.masked_fill(infinite & (x < 0), info.min if neginf is None else neginf)
+    out = out.masked_fill(infinite & (x > 0), info.max if posinf is None else posinf)
+    return out.masked_fill(torch.isnan(x), 0.0 if nan is None else nan)
 
 
 def _where_of_one_value(condition: torch.Tensor, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
@@ -1504,8 +1519,27 @@ def _leaky_relu(x: torch.Tensor, negative_slope: Any = 0.01) -> torch.Tensor:
     literal zero lavapipe folds (``x * 0.0`` is 0 there): a zero of x's sign, NaN for NaN and
     infinities."""
     zero_slope = not isinstance(negative_slope, torch.Tensor) and negative_slope == 0
-    scaled = _times_zero(x) if zero_slope else x * negative_slope
+    if not zero_slope:
+        scaled = x * negative_slope
+    elif math.copysign(1.0, negative_slope) < 0:  # ``-1 * -0.0`` is 0.0: the zero's sign flips
+        scaled = -_times_zero(x)
+    else:
+        scaled = _times_zero(x)
     return torch.where(x > _in_dtype_of(x, 0), x, scaled)
+
+
+def _leaky_relu_backward(grad: torch.Tensor, x: torch.Tensor, negative_slope: Any, self_is_result: bool = False,
+                         ) -> torch.Tensor:
+    """Eager's kernel: ``grad`` where ``x > 0``, else ``grad * negative_slope``; a constant slope of
+    ±0.0 written as ``_leaky_relu``'s is (``grad * 0.0`` is a literal zero lavapipe folds)."""
+    zero_slope = not isinstance(negative_slope, torch.Tensor) and negative_slope == 0
+    if not zero_slope:
+        scaled = grad * negative_slope
+    elif math.copysign(1.0, negative_slope) < 0:
+        scaled = -_times_zero(grad)
+    else:
+        scaled = _times_zero(grad)
+    return torch.where(x > _in_dtype_of(x, 0), grad, scaled)
 
 
 def _times_zero(x: torch.Tensor) -> torch.Tensor:
@@ -1557,12 +1591,28 @@ def _shrink_backward(grad: torch.Tensor, x: torch.Tensor, lambd: Any) -> torch.T
     return grad.masked_fill((x >= -lambd) & (x <= lambd), 0)
 
 
+def _softplus(x: torch.Tensor, beta: Any = 1.0, threshold: Any = 20.0) -> torch.Tensor:
+    """Eager's kernel: ``x`` where ``x * beta > threshold``, else ``log1p(exp(x * beta)) / beta``,
+    the threshold in x's compute dtype. torch-mlir's decomposition compared the float32 product
+    with the threshold in float64, so where they tie in float32 (``softplus(1.0, beta=-0.7,
+    threshold=-0.7)``) it returned x for eager's -0.576 (an adversarial sweep)."""
+    scaled = x * beta
+    return torch.where(scaled > _threshold_of(scaled, threshold), x, torch.log1p(torch.exp(scaled)) / beta)
+
+
+def _threshold_of(scaled: torch.Tensor, threshold: Any) -> torch.Tensor:
+    """softplus's threshold in the dtype its kernel compares in (a runtime number arrives as a
+    float64 0-d tensor)."""
+    return threshold.to(scaled.dtype) if isinstance(threshold, torch.Tensor) else _in_dtype_of(scaled, threshold)
+
+
 def _softplus_backward(grad: torch.Tensor, x: torch.Tensor, beta: Any, threshold: Any) -> torch.Tensor:
     """Eager's kernel: ``grad`` where ``x * beta > threshold``, else ``grad * z / (z + 1)`` with
-    ``z = exp(x * beta)`` (a NaN ``x`` gives NaN)."""
+    ``z = exp(x * beta)`` (a NaN ``x`` gives NaN); the threshold in x's compute dtype, as the
+    forward's."""
     scaled = x * beta
     z = torch.exp(scaled)
-    return torch.where(scaled > threshold, grad, grad * z / (z + 1))
+    return torch.where(scaled > _threshold_of(scaled, threshold), grad, grad * z / (z + 1))
 
 
 def _sub_integer_zero_alpha(x: Any, other: Any, alpha: Any = 1) -> torch.Tensor:
@@ -2420,7 +2470,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.logaddexp.default] = logaddexp
     table[aten.logaddexp2.default] = logaddexp2
     table[aten.sign.default] = table[aten.sgn.default] = _sign
-    table[aten.nan_to_num.default] = _nan_to_num_of_integers
+    table[aten.nan_to_num.default] = _nan_to_num
     table[aten.where.self] = _where_of_one_value
     table[aten.roll.default] = _roll
     table[aten.trunc.default] = _trunc
@@ -2480,6 +2530,7 @@ def _table() -> dict[Any, Callable]:
     table[aten.std_mean.correction] = _std_mean
     table[aten.threshold.default] = _threshold
     table[aten.leaky_relu.default] = in_opmath(_leaky_relu)
+    table[aten.leaky_relu_backward.default] = _leaky_relu_backward
     table[aten.threshold_backward.default] = _threshold_backward
     table[aten.sub.Tensor] = table[aten.sub.Scalar] = _sub_integer_zero_alpha
     table[aten.rsub.Scalar] = _rsub_integer_zero_alpha
@@ -2505,6 +2556,7 @@ def _table() -> dict[Any, Callable]:
         tanh.gelu_tanh(x) if approximate == "tanh" else tanh.gelu_erf(x))
     table[aten.gelu_backward.default] = lambda grad, x, approximate="none": (
         tanh.gelu_tanh_backward(grad, x) if approximate == "tanh" else tanh.gelu_erf_backward(grad, x))
+    table[aten.softplus.default] = _softplus
     table[aten.softplus_backward.default] = _softplus_backward
     table[aten.erfinv.default] = erfinv
     table[aten.logit.default] = _logit_of_integers
@@ -2657,13 +2709,12 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     aten.max_pool3d_with_indices.default: _not_bool_input,
     aten.adaptive_max_pool2d.default: _floating_input,
     aten.adaptive_max_pool3d.default: _floating_input,
-    **dict.fromkeys((aten.softshrink.default, aten.hardshrink.default), _floating_input),
+    **dict.fromkeys((aten.softshrink.default, aten.hardshrink.default, aten.softplus.default), _floating_input),
     **dict.fromkeys((aten.hardtanh_backward.default, aten.softplus_backward.default), _floating_second_input),
     **dict.fromkeys((aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar), _integer_zero_alpha),
     aten.sign.default: _not_bool_input,
     aten.polygamma.default: lambda node: isinstance(node.args[0], int) and node.args[0] >= 0,
     aten.sgn.default: _not_bool_input,
-    aten.nan_to_num.default: lambda node: not _floating_input(node),
     aten.where.self: _one_value_broadcast,
     # Always, but listed so that the atan2 inside the decomposition stays whole.
     aten.atan2.default: lambda node: True,
@@ -2746,7 +2797,7 @@ _traced: dict[tuple, Any] = {}
 #: under bf16 emulation their operands are float32 stand-ins, and a decomposition that must
 #: round an intermediate value to bfloat16 as eager does cannot tell otherwise
 #: (``embedding_renorm`` scales a row by a scale rounded to the weight's dtype).
-_TAKES_LOGICAL_DTYPE = frozenset({aten.embedding_renorm.default, *addc.OPS})
+_TAKES_LOGICAL_DTYPE = frozenset({aten.embedding_renorm.default, aten.nan_to_num.default, *addc.OPS})
 
 
 def _shape_key(x: Any, constant: Callable[[Any], Any] = lambda x: x) -> Any:

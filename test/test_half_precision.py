@@ -226,8 +226,10 @@ def test_clamp_bounds_in_the_half_dtype_and_signed_zero_bounds(backend, dtype):
     0.0, so a negative value becomes 0.0 and stays it; the float32 bound made it -0.0 (fuzz seed
     4530 program 23, reference; ``half_accumulation.ROUNDS_NUMBERS``). A bound of 0.0 beside one
     of -0.0 (``clamp(x, 0.0, -0.0)``) was read as -0.0 for both: the rounded numbers were keyed
-    by value, and ``0.0 == -0.0`` (``context._number_key``)."""
-    x = torch.tensor([2.0, 1.0, -1.0, -3.0, 0.0, -0.0, 0.5], dtype=dtype)
+    by value, and ``0.0 == -0.0`` (``context._number_key``). ``hardtanh`` is ``clamp``, and
+    ``hardshrink`` reads ``lambd`` in the tensor's dtype too: ``hardshrink(x, 0.30001)`` zeroes
+    the half-precision 0.30001 (an adversarial sweep; ``bf16.ROUNDS_OPERANDS`` under bf16)."""
+    x = torch.tensor([2.0, 1.0, -1.0, -3.0, 0.0, -0.0, 0.5, 0.30001, -0.30001], dtype=dtype)
     cases = {
         "clamp(0.0, -0.0)": lambda t: torch.clamp(t, 0.0, -0.0),
         "clamp(-0.0, 0.0)": lambda t: torch.clamp(t, -0.0, 0.0),
@@ -235,6 +237,8 @@ def test_clamp_bounds_in_the_half_dtype_and_signed_zero_bounds(backend, dtype):
         "clamp(0.30001, 0.5)": lambda t: torch.clamp(t, 0.30001, 0.5),
         "clamp_max(-0.0)": lambda t: t.clamp_max(-0.0),
         "clamp_min(0.0)": lambda t: t.clamp_min(0.0),
+        "hardtanh(1e-9, 0.30001)": lambda t: F.hardtanh(t, 1e-9, 0.30001),
+        "hardshrink(0.30001)": lambda t: F.hardshrink(t, 0.30001),
     }
     if dtype == torch.float16 or not backend.flushes_subnormals:  # 1e-40 is a bf16 subnormal
         cases["clamp(1e-40, -0.0)"] = lambda t: torch.clamp(t, 1e-40, -0.0)
@@ -247,6 +251,8 @@ def test_clamp_bounds_in_the_half_dtype_and_signed_zero_bounds(backend, dtype):
     torch.set_default_dtype(dtype)
     try:
         for name, f in cases.items():
+            if not name.startswith("clamp"):  # hardtanh/hardshrink keep an integer dtype
+                continue
             want, got = f(ints), f(ints.to("lazy")).cpu()
             assert got.dtype == want.dtype == dtype and torch.equal(got, want), ("int " + name, got, want)
             assert torch.equal(got.signbit(), want.signbit()), ("int " + name, got, want)

@@ -3,7 +3,9 @@
 An adversarial sweep of special values found kernels whose torch-mlir
 lowering is not eager's: softshrink gave ``x - lambd`` below ``-lambd``,
 ReLU6's gradient passed at exactly 0 and 6, several ops turned a NaN into a
-number (hardshrink, softplus's and ReLU's gradients), and max pooling gave a
+number (hardshrink, softplus's and ReLU's gradients), ``nan_to_num(nan=-inf)``
+replaced its own replacement, softplus compared with its threshold in float64,
+``leaky_relu(x, -0.0)`` dropped the slope's sign, and max pooling gave a
 window holding a NaN the index -1, whose backward corrupted the heap
 (``adaptive_max_pool2d``: SIGABRT on iree-cpu and reference). Each case runs
 forward and backward in one graph and compares values, NaN positions and
@@ -33,6 +35,16 @@ CASES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "hardshrink_lambda": lambda x: F.hardshrink(x, 3.0),
     "softplus": F.softplus,
     "softplus_beta": lambda x: F.softplus(x, beta=2.0, threshold=5.0),
+    # 0.5 * float32(0.3) equals float32(0.15) but exceeds the float64 0.15: eager compares in
+    # float32 (the log branch); torch-mlir's decomposition compared in float64 and returned x.
+    "softplus_tied_threshold": lambda x: F.softplus(x, beta=0.3, threshold=0.15),
+    "softplus_tied_negative_beta": lambda x: F.softplus(x, beta=-0.3, threshold=0.15),
+    # -1 * -0.0 is 0.0: the slope's sign was dropped (x * 0.0 written as a signed zero).
+    "leaky_relu_negative_zero_slope": lambda x: F.leaky_relu(x, -0.0),
+    # One choice per element, made on the input: a NaN replaced by -inf was replaced again by
+    # the float32 minimum (torch-mlir replaced the NaNs, then the infinities of that).
+    "nan_to_num_nan_to_infinity": lambda x: torch.nan_to_num(x, nan=-INF),
+    "nan_to_num_swapped": lambda x: torch.nan_to_num(x, nan=INF, posinf=0.0, neginf=NAN),
     "max_pool2d": lambda x: F.max_pool2d(x.view(1, 1, 3, 4), 2, 1),
     "max_pool2d_padded": lambda x: F.max_pool2d(x.view(1, 3, 4), 3, 2, padding=1, ceil_mode=True),
     "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x.view(1, 1, 3, 4), (2, 3)),
