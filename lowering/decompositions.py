@@ -552,6 +552,8 @@ DECOMPOSED_OPS = (
     # inputs only: the int64 OpInfo sweep); ``rad2deg``/``deg2rad`` used torch-mlir's pi of 3.14159
     # (``rad2deg(1e6)`` was 57295828, eager's 57295780): eager's ``x * (180 / pi)``.
     aten.logit.default, aten.rad2deg.default, aten.deg2rad.default,
+    # ``logit``'s backward has no lowering (it ran eagerly in every training step); float32/64.
+    aten.logit_backward.default,
     aten.im2col.default,
     aten.col2im.default,
     # torch-mlir e2e (tools/e2e_conformance.py): no torch-dialect op for ``F.prelu``'s kernel and its
@@ -776,7 +778,8 @@ SCALAR_PARAMS_AS_TENSORS = frozenset({aten._unsafe_masked_index.default, aten.fl
                                       aten.leaky_relu.default, aten.hardshrink.default,
                                       aten.hardtanh_backward.default, aten.softplus.default,
                                       aten.softplus_backward.default, aten.softshrink_backward.default, aten.hardshrink_backward.default,
-                                      aten.lerp.Scalar, aten.index_add.default, aten.addmv.default,
+                                      aten.lerp.Scalar, aten.logit.default, aten.logit_backward.default,
+                                      aten.index_add.default, aten.addmv.default,
                                       aten.addr.default, aten.index_fill.int_Scalar, aten.scatter.value_reduce,
                                       aten.scatter.value, aten.searchsorted.Scalar, aten.bucketize.Scalar,
                                       *(op for op in orthogonal_polynomials.OPS if op._overloadname != "default")})
@@ -1298,8 +1301,41 @@ def _integer_input_narrow_float_result(node: Node) -> bool:
             and node.metas[0].dtype in (torch.float32, *_HALF_FLOATS))
 
 
-def _logit_of_integers(x: torch.Tensor, eps: float | None = None) -> torch.Tensor:
-    return torch.logit(x.to(torch.float32), eps)
+def _logit(x: torch.Tensor, eps: Any = None) -> torch.Tensor:
+    """An integer input in float32 (``_integer_input_narrow_float_result``); a float64 one with
+    ``eps`` as eager's kernel: ``x`` clamped to ``[eps, 1 - eps]`` (a NaN stays), then
+    ``log(x / (1 - x))``. torch-mlir's lowering of that form failed to compile on every backend
+    ("'arith.truncf' op operand type 'f64' and result type 'f64' are cast incompatible"), so
+    the graph ran op by op (an adversarial sweep of numbers)."""
+    if not x.is_floating_point():
+        return torch.logit(x.to(torch.float32), eps)
+    below = x < eps
+    z = x.masked_fill(below, eps).masked_fill((x > 1 - eps) & ~below, 1 - eps)
+    return torch.log(z / (1 - z))
+
+
+def _logit_backward(grad: torch.Tensor, x: torch.Tensor, eps: Any = None) -> torch.Tensor:
+    """Eager's kernel (checked on NaN, 0, 1 and values outside [0, 1]): ``grad / (x * (1 - x))``;
+    outside ``[0, 1]`` NaN without ``eps``, and 0 outside ``[eps, 1 - eps]`` with it, a NaN x
+    included as in eager's vectorized loop (its scalar tail gives NaN there). No torch-mlir
+    lowering: every training step through ``torch.logit`` ran it eagerly."""
+    slope = grad / (x * (1 - x))
+    if eps is None:
+        return slope.masked_fill((x < 0) | (x > 1), math.nan)
+    return torch.where((x >= eps) & (x <= 1 - eps), slope, torch.zeros_like(slope))
+
+
+def _float32_or_64_input(node: Node) -> bool:
+    """A float32 or float64 second operand: eager's float16/bfloat16 kernels round each step in
+    the half dtype (or not, by position), which a float32 computation would not match."""
+    x = node.args[1] if len(node.args) > 1 else None
+    return isinstance(x, Output) and x.meta is not None and x.meta.dtype in (torch.float32, torch.float64)
+
+
+def _float64_logit_with_eps(node: Node) -> bool:
+    x = node.args[0]
+    eps = node.args[1] if len(node.args) > 1 else node.kwargs.get("eps")
+    return isinstance(x, Output) and x.meta is not None and x.meta.dtype == torch.float64 and eps is not None
 
 
 def _degrees(factor: float) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -2559,7 +2595,8 @@ def _table() -> dict[Any, Callable]:
     table[aten.softplus.default] = _softplus
     table[aten.softplus_backward.default] = _softplus_backward
     table[aten.erfinv.default] = erfinv
-    table[aten.logit.default] = _logit_of_integers
+    table[aten.logit.default] = _logit
+    table[aten.logit_backward.default] = _logit_backward
     table[aten.rad2deg.default] = _degrees(180.0 / math.pi)
     table[aten.deg2rad.default] = _degrees(math.pi / 180.0)
     table[aten._weight_norm_interface_backward.default] = _weight_norm_interface_backward
@@ -2721,7 +2758,8 @@ _ONLY_WHEN: dict[Any, Callable[[Node], bool]] = {
     **dict.fromkeys((aten.asinh.default, aten.acosh.default, aten.atanh.default, aten.sinh.default,
                      aten.log10.default), real_input),
     aten.erfinv.default: lambda node: _narrow_float_input(node) or _integer_input_narrow_float_result(node),
-    aten.logit.default: _integer_input_narrow_float_result,
+    aten.logit.default: lambda node: _integer_input_narrow_float_result(node) or _float64_logit_with_eps(node),
+    aten.logit_backward.default: _float32_or_64_input,
     aten.constant_pad_nd.default: lambda node: any(isinstance(p, int) and p < 0 for p in node.args[1]),
     aten.convolution_backward.default: lambda node: convolutions.rewritten_backward(node.args),
     aten.convolution.default: lambda node: convolutions.rewritten(

@@ -164,6 +164,9 @@ def _conditions() -> dict[Any, Any]:
                                              inputs_in(nextafter.BITS, ("self", "other"))))
         CALL_CONDITIONS.update(dict.fromkeys((aten.frexp.Tensor, aten.frexp.Tensor_out),
                                              inputs_in(frexp.FORMATS, ("self",))))
+        # float32/float64 only (decompositions._logit_backward): eager's half kernels round by step.
+        CALL_CONDITIONS[aten.logit_backward.default] = inputs_in((torch.float32, torch.float64),
+                                                                 ("grad_output", "self"))
         CALL_CONDITIONS[aten._pdist_forward.default] = distances.pdist_applies
         CALL_CONDITIONS[aten.mode.default] = mode.applies_call
         CALL_CONDITIONS[aten.histc.default] = histc.applies_call

@@ -153,3 +153,34 @@ def test_sign_bits_and_bit_reinterpretations_compile(name: str) -> None:
         got = program(x.to("lazy"), y.to("lazy"), ints.to("lazy")).cpu()
         assert got.dtype == want.dtype and torch.equal(got.view(-1).view(torch.uint8), want.view(-1).view(torch.uint8)), \
             f"{what}: lazy {got} eager {want}"
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.7, 1e-12])
+def test_float64_logit_with_eps_compiles_and_clamps_as_eager(cpu_backend, eps: float) -> None:
+    """``torch.logit(x_f64, eps)`` failed to compile on every backend (torch-mlir: "'arith.truncf'
+    op operand type 'f64' and result type 'f64' are cast incompatible"), so its graph ran op by
+    op. Eager's kernel clamps to ``[eps, 1 - eps]``, x below eps taking eps first (so with
+    ``eps > 0.5``), and keeps NaN (``decompositions._logit``). Strict: a compile failure fails
+    the test."""
+    x = torch.tensor([0.1, 0.5, 0.99, 0.0, 1.0, NAN, -0.5, 2.0, 0.05, 0.95], dtype=torch.float64)
+    want_x, got_x = x.clone().requires_grad_(), x.to("lazy").detach().requires_grad_()
+    want, got = torch.logit(want_x, eps), torch.logit(got_x, eps)
+    (want * torch.linspace(-1, 1, 10, dtype=torch.float64)).sum().backward()
+    (got * torch.linspace(-1, 1, 10, dtype=torch.float64).to("lazy")).sum().backward()
+    torch.testing.assert_close(got.detach().cpu(), want.detach(), equal_nan=True, rtol=1e-13, atol=0)
+    torch.testing.assert_close(got_x.grad.cpu(), want_x.grad, equal_nan=True, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("eps", [None, 0.0, 0.1, 0.7])
+def test_logit_backward_is_compiled_with_eager_values(cpu_backend, eps: float | None) -> None:
+    """``logit_backward`` has no torch-mlir lowering: every training step through ``torch.logit``
+    ran it eagerly, cutting the graph. Decomposed for float32 as eager's kernel: NaN outside
+    [0, 1] without eps, 0 outside [eps, 1 - eps] with it. Strict: a fallback fails the test;
+    half-precision inputs still run it eagerly (their kernel rounds by step). A NaN ``x`` with
+    eps is left out: eager's vectorized loop gives 0 there and its scalar tail NaN (by position;
+    the decomposition gives the vectorized loop's 0)."""
+    x = torch.tensor([0.1, 0.5, 0.99, 0.0, 1.0, NAN if eps is None else 0.2, -0.5, 2.0, 0.05, 0.95, 0.3])
+    grad = torch.tensor([1.0, -2.0, 0.0, 1.0, -1.0, 1.0, 1.0, 1.0, 0.0, 3.0, NAN])
+    want = torch.ops.aten.logit_backward(grad, x, eps)
+    got = torch.ops.aten.logit_backward(grad.to("lazy"), x.to("lazy"), eps).cpu()
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-6, atol=0)
