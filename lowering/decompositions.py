@@ -1554,28 +1554,22 @@ def _leaky_relu(x: torch.Tensor, negative_slope: Any = 0.01) -> torch.Tensor:
     (``inf * 0``) and +0.0 where eager gives -0.0. A constant slope 0 is written without the
     literal zero lavapipe folds (``x * 0.0`` is 0 there): a zero of x's sign, NaN for NaN and
     infinities."""
-    zero_slope = not isinstance(negative_slope, torch.Tensor) and negative_slope == 0
-    if not zero_slope:
-        scaled = x * negative_slope
-    elif math.copysign(1.0, negative_slope) < 0:  # ``-1 * -0.0`` is 0.0: the zero's sign flips
-        scaled = -_times_zero(x)
-    else:
-        scaled = _times_zero(x)
-    return torch.where(x > _in_dtype_of(x, 0), x, scaled)
+    return torch.where(x > _in_dtype_of(x, 0), x, _times_slope(x, negative_slope))
+
+
+def _times_slope(t: torch.Tensor, slope: Any) -> torch.Tensor:
+    """``t * slope``; a constant slope of ±0.0 without the literal zero lavapipe folds, the
+    zero's sign flipped for -0.0 (``-1 * -0.0`` is 0.0)."""
+    if isinstance(slope, torch.Tensor) or slope != 0:
+        return t * slope
+    return -_times_zero(t) if math.copysign(1.0, slope) < 0 else _times_zero(t)
 
 
 def _leaky_relu_backward(grad: torch.Tensor, x: torch.Tensor, negative_slope: Any, self_is_result: bool = False,
                          ) -> torch.Tensor:
     """Eager's kernel: ``grad`` where ``x > 0``, else ``grad * negative_slope``; a constant slope of
     ±0.0 written as ``_leaky_relu``'s is (``grad * 0.0`` is a literal zero lavapipe folds)."""
-    zero_slope = not isinstance(negative_slope, torch.Tensor) and negative_slope == 0
-    if not zero_slope:
-        scaled = grad * negative_slope
-    elif math.copysign(1.0, negative_slope) < 0:
-        scaled = -_times_zero(grad)
-    else:
-        scaled = _times_zero(grad)
-    return torch.where(x > _in_dtype_of(x, 0), grad, scaled)
+    return torch.where(x > _in_dtype_of(x, 0), grad, _times_slope(grad, negative_slope))
 
 
 def _times_zero(x: torch.Tensor) -> torch.Tensor:
