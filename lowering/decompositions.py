@@ -1309,6 +1309,10 @@ def _logit(x: torch.Tensor, eps: Any = None) -> torch.Tensor:
     the graph ran op by op (an adversarial sweep of numbers)."""
     if not x.is_floating_point():
         return torch.logit(x.to(torch.float32), eps)
+    if eps is None or x.dtype != torch.float64:
+        # An integer input traced after ``_default_dtype_as_computed`` retyped it arrives here
+        # as a float (the CI failure of 2026-12-07): only the float64-with-eps form is ours.
+        return torch.logit(x, eps)
     below = x < eps
     z = x.masked_fill(below, eps).masked_fill((x > 1 - eps) & ~below, 1 - eps)
     return torch.log(z / (1 - z))
