@@ -19,22 +19,40 @@ def test_a_backend_is_found_among_joined_parameters() -> None:
     assert hv._function_and_backend("test/a.py::f") == ("test/a.py::f", None)
 
 
-def test_generate_lists_costly_second_backends_with_an_iree_cpu_twin(tmp_path) -> None:
-    cases = [
-        ("f", "reference-dtype0", 9.0), ("f", "iree-cpu-dtype0", 9.0),  # listed
-        ("f", "reference-dtype1", 1.0), ("f", "iree-cpu-dtype1", 9.0),  # too cheap
-        ("g", "reference", 9.0),                                          # no iree-cpu twin
-        ("h", "dtype0-iree-vulkan", 9.0), ("h", "dtype0-iree-cpu", 1.0),  # listed
-        ("vk", "iree-vulkan", 9.0), ("vk", "iree-cpu", 1.0),              # names its target
-    ]
+def _report(tmp_path, cases: list[tuple[str, str, float]], sources: str) -> str:
     xml = tmp_path / "run.xml"
     xml.write_text("<testsuites><testsuite>" + "".join(
         f'<testcase classname="test.test_heavy_variants" name="{f}[{p}]" time="{t}"/>' for f, p, t in cases)
         + "</testsuite></testsuites>")
     (tmp_path / "test").mkdir()
-    source = tmp_path / "test" / "test_heavy_variants.py"
-    source.write_text("def f(): pass\ndef g(): pass\ndef h(): pass\ndef vk():\n    '''lavapipe bug'''\n")
-    assert hv.generate(str(xml), root=str(tmp_path)) == [
-        "test/test_heavy_variants.py::f[reference-dtype0]",
-        "test/test_heavy_variants.py::h[dtype0-iree-vulkan]",
+    (tmp_path / "test" / "test_heavy_variants.py").write_text(sources)
+    return str(xml)
+
+
+def test_generate_lists_costly_second_backends_with_a_twin_that_stays(tmp_path) -> None:
+    cases = [
+        ("f", "reference-dtype0", 9.0), ("f", "iree-cpu-dtype0", 9.0),    # reference listed
+        ("f", "reference-dtype1", 0.5), ("f", "iree-cpu-dtype1", 9.0),    # too cheap
+        ("g", "reference", 9.0),                                            # no twin: the coverage
+        ("h", "dtype0-iree-vulkan", 9.0), ("h", "dtype0-iree-cpu", 1.0),    # vulkan listed
+        ("vk", "iree-vulkan", 9.0), ("vk", "iree-cpu", 1.0),                # names its target
+        ("c", "reference", 3.0), ("c", "iree-cpu", 40.0),                   # iree-cpu listed, reference kept
+        ("c", "iree-vulkan", 30.0),                                         # vulkan listed (reference stays)
+        ("i", "reference", 3.0), ("i", "iree-cpu", 14.0),                   # names IREE: reference listed
+        ("s", "reference", 14.5), ("s", "iree-cpu", 12.0),                  # reference dearer: it is listed
+        ("x", "iree-cpu", 16.0), ("y", "iree-cpu", 14.0),                   # over CAP with no twin: listed
     ]
+    sources = ('def f(): pass\ndef g(): pass\ndef h(): pass\ndef vk():\n    """lavapipe bug"""\n'
+               'def c(): pass\ndef i():\n    """an IREE 3.13 miscompile"""\ndef s(): pass\ndef x(): pass\n'
+               'def y(): pass\n')
+    xml = _report(tmp_path, cases, sources)
+    assert hv.generate(xml, root=str(tmp_path)) == [f"test/test_heavy_variants.py::{n}" for n in (
+        "c[iree-cpu]", "c[iree-vulkan]", "f[reference-dtype0]", "h[dtype0-iree-vulkan]", "i[reference]",
+        "s[reference]", "x[iree-cpu]")]
+
+
+def test_generate_keeps_listed_variants_the_run_left_out(tmp_path) -> None:
+    xml = _report(tmp_path, [("f", "iree-cpu", 1.0), ("f", "reference", 0.5)], "def f(): pass\n")
+    before = {"test/test_heavy_variants.py::f[iree-vulkan]", "test/test_heavy_variants.py::f[reference]"}
+    # f[reference] ran (and is cheap): no longer listed; f[iree-vulkan] did not run: still listed.
+    assert hv.generate(xml, root=str(tmp_path), previous=before) == ["test/test_heavy_variants.py::f[iree-vulkan]"]
