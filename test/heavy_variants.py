@@ -11,9 +11,9 @@ already checked.
 
 ``heavy_variants.txt`` lists, by pytest node id, the variants marked
 ``slow`` here (so ``-m 'not slow'`` leaves them out of ``make check`` and
-``make check-slow`` runs them). Each listed variant has a twin on another
-compiling backend that stays in ``make check``, so every test keeps its
-coverage of the shared lowering and of lazy_core; what moves is the
+``make check-slow`` runs them). A variant listed by rules 1-3 has a twin on
+another compiling backend that stays in ``make check``, so the test keeps
+its coverage of the shared lowering and of lazy_core; what moves is the
 second and third compile of the same graphs. In a CI-like run:
 
 1. an iree-cpu variant that took >= 10 s, where its reference twin took
@@ -160,6 +160,11 @@ def generate(junit_xml: str | list[str], root: str | None = None, previous: set[
         if twin in seconds and seconds[twin] < seconds[(path, name)] and not source_says(_IREE_SPECIFIC, path, name):
             listed.add((path, name))
             kept.add(twin)
+    # 4. Whatever took >= CAP s, but for the files that are the product's end-to-end checks (first:
+    # rules 2 and 3 need a twin that really stays).
+    for (path, name), t in seconds.items():
+        if t >= CAP and path not in END_TO_END:
+            listed.add((path, name))
     # 2. A costly reference variant whose iree-cpu twin stays.
     for path, name, found in heavy("reference"):
         twin = (path, _on(name, found, "iree-cpu"))
@@ -170,10 +175,6 @@ def generate(junit_xml: str | list[str], root: str | None = None, previous: set[
         twins = [(path, _on(name, found, b)) for b in ("iree-cpu", "reference")]
         if (any(t in seconds and t not in listed for t in twins)
                 and not source_says(_TARGET_SPECIFIC, path, name)):
-            listed.add((path, name))
-    # 4. Whatever still took >= CAP s, but for the files that are the product's end-to-end checks.
-    for (path, name), t in seconds.items():
-        if t >= CAP and path not in END_TO_END:
             listed.add((path, name))
     ran = {f"{p}::{n}" for p, n in seconds}
     return sorted({f"{p}::{n}" for p, n in listed} | {i for i in previous or () if i not in ran})
