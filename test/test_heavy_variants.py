@@ -56,3 +56,14 @@ def test_generate_keeps_listed_variants_the_run_left_out(tmp_path) -> None:
     before = {"test/test_heavy_variants.py::f[iree-vulkan]", "test/test_heavy_variants.py::f[reference]"}
     # f[reference] ran (and is cheap): no longer listed; f[iree-vulkan] did not run: still listed.
     assert hv.generate(xml, root=str(tmp_path), previous=before) == ["test/test_heavy_variants.py::f[iree-vulkan]"]
+
+
+def test_generate_keeps_end_to_end_files_however_long(tmp_path) -> None:
+    xml = tmp_path / "run.xml"
+    xml.write_text('<testsuites><testsuite><testcase classname="test.test_examples" name="bert[iree-cpu]" '
+                   'time="90.0"/><testcase classname="test.test_linalg" name="solve[iree-cpu]" time="90.0"/>'
+                   "</testsuite></testsuites>")
+    (tmp_path / "test").mkdir()
+    for name in ("test_examples", "test_linalg"):
+        (tmp_path / "test" / f"{name}.py").write_text("def bert(): pass\ndef solve(): pass\n")
+    assert hv.generate(str(xml), root=str(tmp_path)) == ["test/test_linalg.py::solve[iree-cpu]"]
